@@ -1,0 +1,45 @@
+"""cgviz: run CUDA graph trees, record every decision with its reason, and see them.
+
+`import cgviz` stays light: the engine (and torch) load on first use of an attribute.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+__version__ = "0.1.0"
+
+__all__ = ["Tree", "Trace", "graphed", "default_tree", "__version__"]
+
+if TYPE_CHECKING:
+    from cgviz.engine.tree import Tree
+    from cgviz.trace.model import Trace
+
+_default_tree = None
+
+
+def default_tree() -> "Tree":
+    """The session's default tree (device='auto'), made on first use."""
+    global _default_tree
+    if _default_tree is None:
+        from cgviz.engine.tree import Tree
+
+        _default_tree = Tree(device="auto", name="default")
+    return _default_tree
+
+
+def graphed(fn: Callable | None = None, **options: Any):
+    """Wrap `fn` into the default tree: `@cgviz.graphed` or `@cgviz.graphed(static=(1,))`."""
+    return default_tree().graphed(fn, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Tree":
+        from cgviz.engine.tree import Tree
+
+        return Tree
+    if name == "Trace":
+        from cgviz.trace.model import Trace
+
+        return Trace
+    raise AttributeError(f"module 'cgviz' has no attribute {name!r}")

@@ -1,0 +1,67 @@
+"""The one place that touches private torch names.
+
+Private names move between torch releases (2.11 on the GPU machines, 2.13 on CPU):
+each is looked up once here, with the alternatives known, so the rest of cgviz
+calls plain functions and `cgviz info` can list what was found.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+_C = torch._C
+
+
+def _first(*names: str) -> tuple[Optional[str], Optional[Callable]]:
+    for name in names:
+        fn = getattr(_C, name, None)
+        if fn is not None:
+            return name, fn
+    return None, None
+
+
+# name we need -> alternatives across torch versions, newest first
+CUDA_NAMES: dict[str, tuple[str, ...]] = {
+    "begin_allocate_to_pool": ("_cuda_beginAllocateCurrentThreadToPool", "_cuda_beginAllocateCurrentStreamToPool"),
+    "end_allocate_to_pool": ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"),
+    "release_pool": ("_cuda_releasePool",),
+    "get_checkpoint_state": ("_cuda_getCheckpointState",),
+    "set_checkpoint_pool_state": ("_cuda_setCheckpointPoolState",),
+    "raw_delete": ("_cuda_cudaCachingAllocator_raw_delete",),
+    "construct_storage_from_data_pointer": ("_construct_storage_from_data_pointer",),
+    "set_storage_access_error_msg": ("_set_storage_access_error_msg",),
+    "free_and_remove_deleter": ("_free_And_Remove_DeleterFn",),
+    "has_standard_deleter": ("_has_Standard_Deleter",),
+}
+
+FOUND: dict[str, Optional[str]] = {}
+_FUNCS: dict[str, Optional[Callable]] = {}
+for _need, _alts in CUDA_NAMES.items():
+    FOUND[_need], _FUNCS[_need] = _first(*_alts)
+
+
+def cuda_function(need: str) -> Callable:
+    """The private CUDA function for `need`, or a RuntimeError naming the torch version."""
+    fn = _FUNCS.get(need)
+    if fn is None:
+        raise RuntimeError(
+            f"torch {torch.__version__} has none of {', '.join(CUDA_NAMES[need])}, which cgviz's "
+            f"cuda backend needs ({need}); use a torch build with CUDA (2.4 or newer) or device='sim'"
+        )
+    return fn
+
+
+def missing_cuda_names() -> list[str]:
+    return [need for need, name in FOUND.items() if name is None]
+
+
+def storage_use_count(storage_id: int) -> int:
+    """How many strong references the storage has (liveness of outputs the sim backend keeps)."""
+    return _C._storage_Use_Count(storage_id)
+
+
+def storage_id(storage: Any) -> int:
+    """A stable integer identity of an UntypedStorage's StorageImpl."""
+    return storage._cdata

@@ -1,0 +1,113 @@
+"""What a device must do for the tree.
+
+The tree (engine/tree.py) holds every decision; a backend only performs device
+operations: run a function eagerly with its allocations in the tree's pool, capture
+a graph, replay it, checkpoint/restore the pool allocator, list the pool's segments,
+and make stale outputs raise. `sim` and `cuda` implement this protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+import torch
+
+
+class OutputRef(Protocol):
+    """Tracks one output storage handed to the user: is it still referenced?"""
+
+    def alive(self) -> bool: ...
+
+    def invalidate(self, message: str) -> None:
+        """Make every later access of the user's tensor raise RuntimeError(message)."""
+
+
+@dataclass
+class LeafInfo:
+    """Metadata of one flattened output leaf of a run."""
+
+    shape: list[int]
+    dtype: str
+    nbytes: int
+    address: Optional[int]
+    alias_of: Optional[str]  # "input i", "output j", "external", or None (own pool memory)
+    ref: Optional[OutputRef]  # None when the output is not pool memory of this run
+
+
+@dataclass
+class RunResult:
+    """What a warmup, record or replay hands back to the tree."""
+
+    outputs: Any  # the structure returned to the user
+    leaves: list[LeafInfo]  # one per tensor leaf, in pytree order
+    graph: Any = None  # the backend's graph handle (record only)
+    input_buffers: Optional[dict[int, int]] = None  # input index -> pool address (record only)
+    capture_blocker: Optional[str] = None  # warmup only: why this function cannot be captured
+
+
+@dataclass
+class RawBlock:
+    address: int
+    size: int
+    requested: int
+    allocated: bool
+
+
+@dataclass
+class RawSegment:
+    address: int
+    size: int
+    kind: str
+    blocks: list[RawBlock]
+
+
+class Backend(Protocol):
+    name: str
+    device: torch.device
+
+    def describe(self) -> dict:
+        """Backend, device and version facts for the trace's meta."""
+
+    def unsupported_input(self, t: torch.Tensor) -> Optional[str]:
+        """Why this tensor cannot be a graph input on this backend, or None."""
+
+    def address(self, t: torch.Tensor) -> int:
+        """The device address of the tensor's first element (raises if it was invalidated)."""
+
+    def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult: ...
+
+    def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
+        """Capture `fn` into a graph in the pool; inputs at `copy_inputs` get pool buffers."""
+
+    def replay(self, graph: Any, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult: ...
+
+    def checkpoint(self) -> Any:
+        """The pool allocator's state, to restore before recording a child after replays."""
+
+    def restore(self, state: Any, live: Sequence[OutputRef], dead_addresses: Sequence[int]) -> None:
+        """Put the pool back to `state`, keeping `live` outputs allocated, freeing `dead_addresses`."""
+
+    def segments(self) -> list[RawSegment]: ...
+
+
+def make_backend(device: str) -> "Backend":
+    """'auto' = cuda when available, else sim; 'sim'; 'cuda' or 'cuda:N'."""
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string such as 'auto', 'sim' or 'cuda:0', not {type(device).__name__}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "sim"
+    if device == "sim":
+        from cgviz.engine.sim import SimBackend
+
+        return SimBackend()
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"Tree(device={device!r}): CUDA is not available with torch {torch.__version__}; "
+                "use device='sim' (CPU simulation) or device='auto'"
+            )
+        from cgviz.engine.cuda import CudaBackend
+
+        return CudaBackend(torch.device(device))
+    raise ValueError(f"unknown device {device!r}: expected 'auto', 'sim', 'cuda' or 'cuda:N'")

@@ -1,0 +1,98 @@
+"""Functions wrapped into a tree, and their per-input-signature variants."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+import torch
+
+if TYPE_CHECKING:
+    from cgviz.engine.tree import Tree
+
+MODES = ("inference", "forward", "backward")
+
+
+@dataclass(eq=False)
+class Variant:
+    """One input signature (shapes, strides, dtypes) of a function: its own warmup and graphs."""
+
+    id: int
+    function: "TreeFunction"
+    key: tuple
+    signature: str
+    warmed_up: bool = False
+    eager_reason: Optional[str] = None  # set once the variant can never be graphed
+
+    @property
+    def label(self) -> str:
+        if len(self.function.variants) > 1:
+            return f"{self.function.name}{self.signature}"
+        return self.function.name
+
+
+class TreeFunction:
+    """A callable that runs `fn` through its tree: warmup, then record, then replay."""
+
+    def __init__(self, tree: "Tree", fn: Callable, name: str, static: tuple[int, ...], mode: str) -> None:
+        self.tree = tree
+        self.fn = fn
+        self.name = name
+        self.static = static
+        self.mode = mode
+        self.variants: dict[tuple, Variant] = {}
+        functools.update_wrapper(self, fn, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.tree._call(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<cgviz function {self.name!r} of {self.tree!r}>"
+
+
+def signature_key(args: tuple) -> tuple:
+    """What must match for a graph to take these inputs: per tensor shape, stride, dtype."""
+    return tuple((a.shape, a.stride(), a.dtype) for a in args)
+
+
+def describe_signature(args: tuple) -> str:
+    parts = []
+    for a in args:
+        dtype = str(a.dtype).removeprefix("torch.")
+        parts.append(f"{dtype}[{', '.join(str(s) for s in a.shape)}]")
+    return "(" + ", ".join(parts) + ")"
+
+
+def check_static(static: Any) -> tuple[int, ...]:
+    """Validate `static=`: input indices whose tensors keep their address (parameters)."""
+    if static is None:
+        return ()
+    if isinstance(static, int) and not isinstance(static, bool):
+        static = (static,)
+    try:
+        out = tuple(static)
+    except TypeError:
+        raise TypeError(f"static must be a tuple of input indices, not {type(static).__name__}") from None
+    for i in out:
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise ValueError(f"static must hold non-negative input indices, got {i!r}")
+    return out
+
+
+def first_unsupported(fn: TreeFunction, args: tuple, kwargs: dict, unsupported_input) -> Optional[str]:
+    """Why this call cannot be graphed (the call then runs eagerly), or None."""
+    if kwargs:
+        return f"it was given keyword arguments ({', '.join(kwargs)}); graphs take positional tensors"
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            return f"input {i} is a {type(a).__name__}, not a tensor (bind constants with functools.partial)"
+        why = unsupported_input(a)
+        if why is not None:
+            return f"input {i} {why}"
+        if a.requires_grad and torch.is_grad_enabled():
+            return (
+                f"input {i} requires grad and autograd is on; a graph cannot record autograd history "
+                "(run under torch.no_grad(), or graph the forward and backward as separate functions)"
+            )
+    return None

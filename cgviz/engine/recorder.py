@@ -1,0 +1,172 @@
+"""Turns the tree's decisions into Trace steps and snapshots, at the level asked for.
+
+Level None records nothing (the replay path pays one attribute test); "events" records
+steps; "full" adds a Snapshot after each step. Identical consecutive execute steps are
+merged into one step with a repeat count, so long replay loops stay small.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Optional
+
+from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
+
+if TYPE_CHECKING:
+    from cgviz.engine.node import Node
+    from cgviz.engine.tree import Tree
+
+
+class Recorder:
+    def __init__(self, tree: "Tree", level: Optional[str]) -> None:
+        self.tree = tree
+        self.level = level
+        self.trace = Trace(meta={"trace_level": level})
+        self.listeners: list = []  # callables(step), e.g. a live Explorer
+
+    @property
+    def meta(self) -> dict:
+        return self.trace.meta
+
+    def step(
+        self,
+        kind: str,
+        reason: str,
+        *,
+        start: float,
+        function: Optional[str] = None,
+        node: Optional[int] = None,
+        parent: Optional[int] = None,
+        invalidated: Optional[list] = None,
+    ) -> None:
+        if self.level is None:
+            return
+        step = Step(
+            index=len(self.trace.steps),
+            kind=kind,
+            reason=reason,
+            generation=self.tree.generation,
+            function=function,
+            node=node,
+            parent=parent,
+            duration=time.perf_counter() - start,
+            invalidated=invalidated or [],
+        )
+        self._append(step)
+
+    def execute(self, node: "Node", start: float) -> None:
+        """An execute step; merged into the previous one when identical."""
+        if self.level is None:
+            return
+        duration = time.perf_counter() - start
+        steps = self.trace.steps
+        last = steps[-1] if steps else None
+        if (
+            last is not None
+            and last.kind == "execute"
+            and last.node == node.id
+            and last.generation == self.tree.generation
+        ):
+            last.repeat += 1
+            last.duration += duration
+            if self.level == "full":
+                last.snapshot = self.snapshot()
+            for listener in self.listeners:
+                listener(last)
+            return
+        parent = node.parent
+        where = "a root" if parent is None else f"under node {parent.id}"
+        reason = (
+            f"{node.variant.label} replays node {node.id} ({where}): static inputs in place "
+            "and the path's live outputs as at recording"
+        )
+        step = Step(
+            index=len(steps),
+            kind="execute",
+            reason=reason,
+            generation=self.tree.generation,
+            function=node.variant.label,
+            node=node.id,
+            parent=None if parent is None else parent.id,
+            duration=duration,
+        )
+        self._append(step)
+
+    def _append(self, step: Step) -> None:
+        if self.level == "full":
+            step.snapshot = self.snapshot()
+        self.trace.steps.append(step)
+        for listener in self.listeners:
+            listener(step)
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        tree = self.tree
+        nodes = [_node_view(n) for n in tree.nodes]
+        path = [n.id for n in tree.current.path] if tree.current is not None else []
+        return Snapshot(
+            nodes=nodes,
+            current_node=None if tree.current is None else tree.current.id,
+            path=path,
+            state=tree.state,
+            generation=tree.generation,
+            segments=self._segments(nodes, path),
+        )
+
+    def _segments(self, nodes: list[NodeView], path: list[int]) -> list[Segment]:
+        """Pool segments with each allocated block mapped to what owns it, by address."""
+        owners: dict[int, tuple[int, Optional[int], Optional[int], str]] = {}  # address -> (rank, node, out, label)
+
+        def claim(address, rank, node, out, label):
+            if address is not None and (address not in owners or owners[address][0] > rank):
+                owners[address] = (rank, node, out, label)
+
+        on_path = set(path)
+        for view in nodes:
+            for out in view.outputs:
+                if out.alias_of is None and out.state == "live":
+                    claim(out.address, 0, view.id, out.index, f"node {view.id} output {out.index}")
+        for n in self.tree.nodes:
+            for i, address in n.input_buffers.items():
+                claim(address, 1 if n.id in on_path else 2, n.id, None, f"node {n.id} input {i} buffer")
+        segments = []
+        for raw in self.tree.backend.segments():
+            blocks = []
+            for b in raw.blocks:
+                owner = owners.get(b.address) if b.allocated else None
+                blocks.append(
+                    Block(
+                        address=b.address,
+                        size=b.size,
+                        allocated=b.allocated,
+                        requested=b.requested,
+                        owner=owner[3] if owner else (None if not b.allocated else "unowned (intermediate or stale)"),
+                        node=owner[1] if owner else None,
+                        output=owner[2] if owner else None,
+                    )
+                )
+            segments.append(Segment(raw.address, raw.size, raw.kind, blocks))
+        return segments
+
+
+def _node_view(n: "Node") -> NodeView:
+    outputs = []
+    for i, leaf in enumerate(n.leaves):
+        if leaf.ref is None:
+            state = "dead"
+        elif i in n.invalid:
+            state = "invalid"
+        else:
+            state = "live" if leaf.ref.alive() else "dead"
+        outputs.append(OutputView(i, list(leaf.shape), leaf.dtype, leaf.nbytes, leaf.address, state, leaf.alias_of))
+    return NodeView(
+        id=n.id,
+        function=n.variant.label,
+        kind=n.kind,
+        parent=None if n.parent is None else n.parent.id,
+        children=[c.id for c in n.child_list()],
+        generation=n.generation,
+        replays=n.replays,
+        outputs=outputs,
+        signature=n.variant.signature,
+    )

@@ -1,0 +1,316 @@
+"""CPU simulation of a CUDA graph tree's device operations.
+
+Record runs the function once, with every storage it allocates entered into a model
+of the caching allocator's private pool (engine/pool_model.py); its pool outputs
+become the graph's static storages. Replay copies non-static inputs into the recorded
+input buffers, re-runs the function and copies the results into the same static
+storages, so outputs alias and get overwritten as they would on a GPU. Addresses of
+pool memory come from the model; tensors outside the pool report their CPU address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from cgviz.engine._torch_compat import storage_id, storage_use_count
+from cgviz.engine.backend import LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz.engine.pool_model import PoolModel
+from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
+
+# aten ops that copy device memory to the host: a CUDA graph cannot capture them
+HOST_SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::equal"}
+
+
+class SimRef:
+    """Liveness of one output storage, and the guard that invalidates its tensors."""
+
+    __slots__ = ("guard", "_weak", "_sid")
+
+    def __init__(self, guard: Guard, storage: torch.UntypedStorage, kept_by_graph: bool) -> None:
+        self.guard = guard
+        # a graph keeps its static storage, so liveness is "referenced by more than the graph"
+        self._sid = storage_id(storage) if kept_by_graph else None
+        self._weak = None if kept_by_graph else StorageWeakRef(storage)
+
+    def alive(self) -> bool:
+        if self.guard.error is not None:
+            return False
+        if self._sid is not None:
+            return storage_use_count(self._sid) > 1
+        return not self._weak.expired()
+
+    def invalidate(self, message: str) -> None:
+        self.guard.invalidate(message)
+
+
+@dataclass
+class _LeafPlan:
+    kind: str  # "pool" (group index), "alias" (of an input, an external tensor or a constant)
+    alias: Optional[str] = None
+    group: int = -1
+    offset: int = 0
+    size: tuple = ()
+    stride: tuple = ()
+    dtype: Any = None
+
+
+@dataclass
+class SimGraph:
+    fn: Callable
+    buffers: dict[int, torch.Tensor]
+    storages: list[torch.UntypedStorage]  # one per pool storage group: the static outputs
+    plan: list[_LeafPlan]
+    spec: Any
+    first_leaf: list[int] = field(default_factory=list)  # group -> index of a result leaf on it
+
+
+class _AllocationTracker(TorchDispatchMode):
+    """Enters every storage an op allocates into the pool model; notes host syncs."""
+
+    def __init__(self, backend: "SimBackend") -> None:
+        super().__init__()
+        self.backend = backend
+        self.host_sync: Optional[str] = None
+        self.allocated: set[int] = set()  # storage ids allocated during this run
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func._schema.name
+        if name in HOST_SYNC_OPS and self.host_sync is None:
+            self.host_sync = name
+        arg_storages = {
+            storage_id(a.untyped_storage())
+            for a in tree_flatten((args, kwargs))[0]
+            if isinstance(a, torch.Tensor) and a.layout == torch.strided
+        }
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                st = t.untyped_storage()
+                sid = storage_id(st)
+                if sid not in arg_storages:
+                    self.backend._allocate(st)
+                    self.allocated.add(sid)
+        self.backend.collect()
+        return out
+
+
+class SimBackend:
+    """The Backend protocol on the CPU, with a modelled pool."""
+
+    name = "sim"
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.pool = PoolModel()
+        self._addresses: dict[int, tuple[int, int, StorageWeakRef]] = {}  # storage id -> (addr, nbytes, weak)
+        self._tracked: dict[int, Any] = {}  # pool address -> liveness (an object with .alive())
+
+    # -- facts -----------------------------------------------------------------------------
+    def describe(self) -> dict:
+        return {"backend": "sim", "device": "cpu (simulated CUDA pool)", "torch": torch.__version__}
+
+    def unsupported_input(self, t: torch.Tensor) -> Optional[str]:
+        if t.device.type != "cpu":
+            return f"is on {t.device}, but a sim tree computes on the CPU"
+        if t.layout != torch.strided:
+            return f"has layout {t.layout}; graphs take strided tensors"
+        return None
+
+    def address(self, t: torch.Tensor) -> int:
+        if isinstance(t, SimOutput):
+            t = unwrap(t)
+        st = t.untyped_storage()
+        entry = self._addresses.get(storage_id(st))
+        if entry is not None:
+            return entry[0] + t.storage_offset() * t.element_size()
+        return t.data_ptr()
+
+    # -- the pool --------------------------------------------------------------------------
+    def _allocate(self, st: torch.UntypedStorage, keep: bool = False) -> int:
+        """Give a newly seen storage a block in the pool (again if it was resized)."""
+        sid = storage_id(st)
+        nbytes = st.nbytes()
+        entry = self._addresses.get(sid)
+        if entry is not None:
+            if entry[1] == nbytes:
+                return entry[0]
+            self._free(entry[0])
+        if nbytes == 0:
+            return 0
+        address = self.pool.malloc(nbytes)
+        self._addresses[sid] = (address, nbytes, StorageWeakRef(st))
+        if not keep:
+            self._tracked[address] = _Weak(StorageWeakRef(st))
+        return address
+
+    def _free(self, address: int) -> None:
+        self._tracked.pop(address, None)
+        if self.pool.block_at(address) is not None:
+            self.pool.free(address)
+
+    def collect(self) -> None:
+        """Free the blocks whose storages died (what the allocator's deleters do on a GPU)."""
+        for address in [a for a, probe in self._tracked.items() if not probe.alive()]:
+            self._free(address)
+        for sid in [s for s, (_, _, weak) in self._addresses.items() if weak.expired()]:
+            del self._addresses[sid]
+
+    def checkpoint(self) -> Any:
+        return self.pool.checkpoint()
+
+    def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
+        self.pool.restore(state)
+        self._tracked = {address: ref for address, ref in live}
+        for address in dict.fromkeys(dead_addresses):
+            self._free(address)
+
+    def segments(self) -> list[RawSegment]:
+        self.collect()
+        return [
+            RawSegment(
+                s.address,
+                s.size,
+                s.kind,
+                [RawBlock(b.address, b.size, b.requested, b.allocated) for b in s.blocks],
+            )
+            for s in self.pool.segments()
+        ]
+
+    # -- running -----------------------------------------------------------------------------
+    def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
+        inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
+        self.collect()
+        tracker = _AllocationTracker(self)
+        with tracker:
+            out = fn(*inputs)
+        leaves, spec = tree_flatten(out)
+        infos, user_leaves = self._describe(leaves, inputs, tracker.allocated, kept=None)
+        return RunResult(tree_unflatten(user_leaves, spec), infos, capture_blocker=_host_sync_reason(tracker.host_sync))
+
+    def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
+        self.collect()
+        before = self.pool.checkpoint()
+        inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
+        buffers: dict[int, torch.Tensor] = {}
+        input_buffers: dict[int, int] = {}
+        try:
+            for i in copy_inputs:
+                buf = torch.empty_strided(inputs[i].size(), inputs[i].stride(), dtype=inputs[i].dtype)
+                buf.copy_(inputs[i])
+                input_buffers[i] = self._allocate(buf.untyped_storage(), keep=True)
+                buffers[i] = inputs[i] = buf
+            tracker = _AllocationTracker(self)
+            with tracker:
+                out = fn(*inputs)
+        except BaseException:
+            self.pool.restore(before)
+            self.collect()
+            raise
+        leaves, spec = tree_flatten(out)
+        graph = SimGraph(fn, buffers, [], [], spec)
+        infos, user_leaves = self._describe(leaves, inputs, tracker.allocated, kept=graph)
+        return RunResult(tree_unflatten(user_leaves, spec), infos, graph, input_buffers)
+
+    def replay(self, graph: SimGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
+        inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
+        for i in copy_inputs:
+            graph.buffers[i].copy_(inputs[i])
+            inputs[i] = graph.buffers[i]
+        leaves, _ = tree_flatten(graph.fn(*inputs))
+        for group, leaf_index in enumerate(graph.first_leaf):
+            graph.storages[group].copy_(leaves[leaf_index].untyped_storage())
+        guards = [Guard() for _ in graph.storages]
+        refs = [SimRef(g, st, kept_by_graph=True) for g, st in zip(guards, graph.storages)]
+        user_leaves = []
+        infos = []
+        for leaf, plan in zip(leaves, graph.plan):
+            if plan.kind == "pool":
+                st = graph.storages[plan.group]
+                view = torch.empty(0, dtype=plan.dtype).set_(st, plan.offset, plan.size, plan.stride)
+                user_leaves.append(wrap(view, guards[plan.group]))
+                infos.append(_info(view, self.address(view), plan.alias, refs[plan.group]))
+            else:
+                user_leaves.append(leaf)
+                if isinstance(leaf, torch.Tensor):
+                    infos.append(_info(leaf, self.address(leaf), plan.alias, None))
+        return RunResult(tree_unflatten(user_leaves, graph.spec), infos)
+
+    def _describe(self, leaves: list, inputs: list, allocated: set[int], kept: Optional[SimGraph]):
+        """Classify each output leaf: own pool memory of this run (grouped by storage) or an alias.
+
+        With `kept` (a recording), pool storages become the graph's static storages.
+        """
+        input_storages = {
+            storage_id(a.untyped_storage()): i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)
+        }
+        groups: dict[int, tuple[int, Guard, SimRef, int]] = {}  # storage id -> (group, guard, ref, first)
+        infos: list[LeafInfo] = []
+        user_leaves: list = []
+        for leaf in leaves:
+            if not isinstance(leaf, torch.Tensor):
+                user_leaves.append(leaf)
+                if kept is not None:
+                    kept.plan.append(_LeafPlan("alias"))
+                continue
+            st = leaf.untyped_storage()
+            sid = storage_id(st)
+            if sid not in allocated or st.nbytes() == 0:
+                alias = f"input {input_storages[sid]}" if sid in input_storages else "external"
+                user_leaves.append(leaf)
+                infos.append(_info(leaf, self.address(leaf), alias, None))
+                if kept is not None:
+                    kept.plan.append(_LeafPlan("alias", alias))
+                continue
+            if sid not in groups:
+                guard = Guard()
+                if kept is not None:
+                    kept.storages.append(st)
+                    kept.first_leaf.append(len(user_leaves))
+                    self._tracked[self._addresses[sid][0]] = _UseCount(sid)
+                ref = SimRef(guard, st, kept_by_graph=kept is not None)
+                groups[sid] = (len(groups), guard, ref, len(infos))
+            group, guard, ref, first = groups[sid]
+            alias = None if first == len(infos) else f"output {first}"
+            if kept is not None:
+                kept.plan.append(
+                    _LeafPlan("pool", alias, group, leaf.storage_offset(), tuple(leaf.size()), tuple(leaf.stride()), leaf.dtype)
+                )
+            infos.append(_info(leaf, self.address(leaf), alias, ref))
+            user_leaves.append(wrap(leaf, guard))
+        return infos, user_leaves
+
+
+class _Weak:
+    __slots__ = ("weak",)
+
+    def __init__(self, weak: StorageWeakRef) -> None:
+        self.weak = weak
+
+    def alive(self) -> bool:
+        return not self.weak.expired()
+
+
+class _UseCount:
+    __slots__ = ("sid",)
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+
+    def alive(self) -> bool:
+        return storage_use_count(self.sid) > 1
+
+
+def _info(t: torch.Tensor, address: int, alias: Optional[str], ref) -> LeafInfo:
+    return LeafInfo(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel() * t.element_size(), address, alias, ref)
+
+
+def _host_sync_reason(op: Optional[str]) -> Optional[str]:
+    if op is None:
+        return None
+    return f"it copies device memory to the host ({op}), which a CUDA graph cannot capture"

@@ -1,0 +1,422 @@
+"""Tree: the warmup / record / execute state machine of CUDA graph trees, with generations.
+
+All decisions live here, once, for every backend; each is recorded as a Step with its
+reason. The rules follow torch/_inductor/cudagraph_trees.py:
+
+* a function's first call warms up (eager, allocations in the pool); once a path is
+  warming up, every call on it warms up until the path ends;
+* later calls look for a child of the current node (a root when nothing is live) whose
+  invariants hold and replay it; otherwise they record a new child;
+* the path ends when all its outputs are dead; `mark_step()` starts a new generation,
+  ends the path and invalidates the outputs still live on it;
+* before recording or warming up after replays, the allocator state saved after the
+  current node's recording is restored, with the path's live outputs kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Callable, Optional
+
+import torch
+
+from cgviz.engine.backend import make_backend
+from cgviz.engine.function import (
+    MODES,
+    TreeFunction,
+    Variant,
+    check_static,
+    describe_signature,
+    first_unsupported,
+    signature_key,
+)
+from cgviz.engine.node import Node
+from cgviz.engine.recorder import Recorder
+
+TRACE_LEVELS = (None, "events", "full")
+
+OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
+
+
+class Tree:
+    """A CUDA graph tree: functions recorded into graphs sharing one memory pool.
+
+    device: "auto" (cuda when available, else sim), "sim", "cuda" or "cuda:N".
+    trace: None (record nothing), "events" (steps) or "full" (steps and a snapshot after each).
+    rerecord_limit: re-recordings of a function under one node caused by moved inputs
+        before it runs eagerly there.
+    shape_limit: distinct input signatures of one function that get graphs; more run eagerly.
+    """
+
+    def __init__(
+        self,
+        device: str = "auto",
+        *,
+        trace: Optional[str] = "full",
+        rerecord_limit: int = 8,
+        shape_limit: int = 8,
+        name: Optional[str] = None,
+    ) -> None:
+        if trace not in TRACE_LEVELS:
+            raise ValueError(f"trace must be one of None, 'events', 'full', not {trace!r}")
+        for arg, value in (("rerecord_limit", rerecord_limit), ("shape_limit", shape_limit)):
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{arg} must be a non-negative int, not {value!r}")
+        self.backend = make_backend(device)
+        self.name = name
+        self.rerecord_limit = rerecord_limit
+        self.shape_limit = shape_limit
+        self.functions: dict[str, TreeFunction] = {}
+        self.nodes: list[Node] = []  # every node ever made, by id (warmup nodes included)
+        self.roots: dict[int, list[Node]] = {}
+        self.current: Optional[Node] = None
+        self.state = "none"  # "none" | "warmup" | "recording" | "execution"
+        self.generation = 1
+        self.pending_backward = 0
+        self._variants: list[Variant] = []
+        self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records for moved inputs
+        self._recorder = Recorder(self, trace)
+        self._recorder.meta.update(self.backend.describe())
+
+    # -- public API ---------------------------------------------------------------------------
+    @property
+    def trace(self):
+        """The live Trace (grows with each step)."""
+        return self._recorder.trace
+
+    @property
+    def trace_level(self) -> Optional[str]:
+        return self._recorder.level
+
+    @property
+    def device(self) -> torch.device:
+        return self.backend.device
+
+    def wrap(
+        self,
+        fn: Callable,
+        static: Any = (),
+        name: Optional[str] = None,
+        mode: str = "inference",
+    ) -> TreeFunction:
+        """Make `fn` run through this tree. `static` lists inputs that keep their address
+        (parameters, buffers); the others are copied into the graph's input buffers.
+        `mode` is "inference", "forward" (its backward will follow) or "backward"."""
+        if not callable(fn):
+            raise TypeError(f"wrap() needs a callable, not {type(fn).__name__}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        static = check_static(static)
+        base = name or getattr(fn, "__name__", None) or "fn"
+        if not isinstance(base, str):
+            raise TypeError(f"name must be a string, not {type(base).__name__}")
+        name, k = base, 2
+        while name in self.functions:
+            name, k = f"{base}_{k}", k + 1
+        wrapped = TreeFunction(self, fn, name, static, mode)
+        self.functions[name] = wrapped
+        return wrapped
+
+    def graphed(self, fn: Optional[Callable] = None, **options: Any):
+        """Decorator form of wrap(): `@tree.graphed` or `@tree.graphed(static=(1,))`."""
+        if fn is None:
+            return lambda f: self.wrap(f, **options)
+        return self.wrap(fn, **options)
+
+    def mark_step(self) -> None:
+        """Start a new generation: end the current path and invalidate its live outputs."""
+        start = time.perf_counter()
+        old = self.generation
+        self.generation += 1
+        invalidated = self._invalidate_path(old) if self.current is not None else []
+        pending = self.pending_backward
+        self.pending_backward = 0
+        self._end_path()
+        reason = f"mark_step(): generation {old} ends, generation {self.generation} begins"
+        if invalidated:
+            names = ", ".join(f"output {o} of node {n}" for n, o in invalidated)
+            reason += f"; still-live {names} invalidated (clone outputs you keep across steps)"
+        else:
+            reason += "; nothing live was invalidated"
+        if pending:
+            reason += f"; {pending} forward(s) still had a pending backward, whose saved outputs are now invalid"
+        self._recorder.step("generation", reason, start=start, invalidated=[[n, o] for n, o in invalidated])
+
+    def reset(self) -> None:
+        """Forget every node and graph (outputs handed out stay valid); the trace is kept."""
+        if self.current is not None:
+            self._end_path()
+        self.nodes.clear()
+        self.roots.clear()
+        self._rerecords.clear()
+        for v in self._variants:
+            v.warmed_up = False
+
+    def explain(self) -> str:
+        from cgviz.engine.explain import explain
+
+        return explain(self)
+
+    def snapshot(self):
+        """The tree's state now, as a trace Snapshot."""
+        return self._recorder.snapshot()
+
+    def __repr__(self) -> str:
+        label = f" {self.name!r}" if self.name else ""
+        return f"<cgviz.Tree{label} on {self.backend.name}: {len(self.nodes)} nodes, generation {self.generation}>"
+
+    # -- the state machine --------------------------------------------------------------------
+    def _call(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
+        start = time.perf_counter()
+        why_eager = first_unsupported(fn, args, kwargs, self.backend.unsupported_input)
+        if why_eager is not None:
+            return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why_eager}", start)
+        for i in fn.static:
+            if i >= len(args):
+                raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
+        variant = self._variant(fn, args)
+        if variant.eager_reason is not None:
+            return self._eager(fn, variant, args, {}, variant.eager_reason, start)
+        try:
+            return self._run(variant, args, start)
+        except BaseException as exc:
+            self._recorder.step(
+                "error",
+                f"{variant.label} raised {type(exc).__name__}: {exc}; the tree is unchanged",
+                function=variant.label,
+                start=start,
+            )
+            raise
+
+    def _variant(self, fn: TreeFunction, args: tuple) -> Variant:
+        key = signature_key(args)
+        variant = fn.variants.get(key)
+        if variant is None:
+            variant = Variant(len(self._variants), fn, key, describe_signature(args))
+            if len(fn.variants) >= self.shape_limit:
+                variant.eager_reason = (
+                    f"{fn.name} runs eagerly: {len(fn.variants)} input signatures already have graphs "
+                    f"(shape_limit={self.shape_limit}); {variant.signature} is one more"
+                )
+            fn.variants[key] = variant
+            self._variants.append(variant)
+        return variant
+
+    def _run(self, variant: Variant, args: tuple, start: float) -> Any:
+        if self.state in ("recording", "warmup"):
+            self._try_end_path(start)
+        if not variant.warmed_up or self.state == "warmup":
+            return self._warmup(variant, args, start)
+
+        siblings = self.roots if self.current is None else self.current.children
+        mismatches = []
+        moved = False
+        if self.state != "recording":
+            for child in siblings.get(variant.id, ()):
+                mismatch = child.check_invariants(args, self.backend.address)
+                if mismatch is None:
+                    return self._execute(child, args, start)
+                mismatches.append(f"node {child.id} can't replay: {mismatch.reason}")
+                moved = moved or mismatch.moved
+            if self.current is not None and variant.id in self.roots:
+                if self._try_end_path(start):
+                    return self._run(variant, args, start)
+            parent_id = None if self.current is None else self.current.id
+            if moved:
+                self._rerecords[parent_id, variant.id] += 1
+                if self._rerecords[parent_id, variant.id] > self.rerecord_limit:
+                    where = "as a root" if parent_id is None else f"under node {parent_id}"
+                    reason = (
+                        f"{variant.label} runs eagerly: re-recorded {self.rerecord_limit} times {where} "
+                        f"because its inputs keep moving (rerecord_limit={self.rerecord_limit}); "
+                        f"{mismatches[-1]}"
+                    )
+                    return self._eager(variant.function, variant, args, {}, reason, start)
+            self._try_end_path(start)
+            if self.current is not None:
+                self._restore_checkpoint()
+        return self._record(variant, args, mismatches, start)
+
+    def _try_end_path(self, start: float) -> bool:
+        """End the current path if all its outputs are dead."""
+        if self.current is None:
+            return False
+        path = self.current.path
+        if any(node.live_outputs() for node in path):
+            return False
+        ids = "→".join(str(n.id) for n in path)
+        self._end_path()
+        self._recorder.step("path_end", f"all outputs of path {ids} are dead; the next call starts from the roots", start=start)
+        return True
+
+    def _end_path(self) -> None:
+        self.current = None
+        self.state = "none"
+
+    def _invalidate_path(self, old_generation: int) -> list[tuple[int, int]]:
+        invalidated = []
+        for node in self.current.path:
+            for i in node.live_outputs():
+                message = (
+                    f"{OVERWRITTEN}: output {i} of {node.variant.label} (node {node.id}, generation "
+                    f"{old_generation}) was invalidated when mark_step() began generation {self.generation}. "
+                    "Clone it (y.clone()) before the next step to keep it."
+                )
+                node.leaves[i].ref.invalidate(message)
+                node.invalid.add(i)
+                invalidated.append((node.id, i))
+        return invalidated
+
+    def _restore_checkpoint(self) -> None:
+        """Before recording after replays: the allocator as after the current node's recording."""
+        start = time.perf_counter()
+        node = self.current
+        live, dead = [], []
+        for n in node.path:
+            for i, leaf in enumerate(n.leaves):
+                if leaf.ref is None or leaf.alias_of is not None:
+                    continue
+                if n.output_alive(i):
+                    live.append((leaf.address, leaf.ref))
+                else:
+                    dead.append(leaf.address)
+        self.backend.restore(node.checkpoint, live, dead)
+        self._recorder.step(
+            "checkpoint_restore",
+            f"allocator state saved after recording node {node.id} restored, keeping {len(live)} live "
+            f"output(s) of the path and freeing {len(set(dead))} dead one(s), so a new recording "
+            "does not overwrite live memory",
+            node=node.id,
+            start=start,
+        )
+
+    def _warmup(self, variant: Variant, args: tuple, start: float) -> Any:
+        if self.state == "execution":
+            self._restore_checkpoint()
+        fn = variant.function
+        versions = [a._version for a in args]
+        result = self.backend.warmup(fn.fn, args)
+        managed = self._managed_inputs(args)
+        mutated = [
+            i for i, a in enumerate(args) if a._version != versions[i] and i not in fn.static and i not in managed
+        ]
+        node = self._add_node("warmup", variant, result.leaves)
+        if not variant.warmed_up:
+            reason = f"first call of {variant.label}: run eagerly so lazy initialisation happens outside capture"
+        else:
+            reason = f"the path is warming up (node {node.parent.id}): calls on it warm up until the path ends"
+        variant.warmed_up = True
+        if result.capture_blocker is not None:
+            variant.eager_reason = f"{variant.label} runs eagerly: {result.capture_blocker}"
+            reason += f"; later calls run eagerly because {result.capture_blocker}"
+        elif mutated:
+            idx = ", ".join(str(i) for i in mutated)
+            variant.eager_reason = (
+                f"{variant.label} runs eagerly: it mutates input {idx} in place, which is neither static nor "
+                "an output of the tree; a graph would mutate its recorded copy instead (pass static=...)"
+            )
+            reason += f"; it mutates input {idx} in place, so later calls run eagerly"
+        self.state = "warmup"
+        self._track_mode(fn)
+        self._recorder.step("warmup", reason, function=variant.label, node=node.id, start=start)
+        return result.outputs
+
+    def _record(self, variant: Variant, args: tuple, mismatches: list[str], start: float) -> Any:
+        fn = variant.function
+        parent = self.current
+        managed = self._managed_inputs(args)
+        copy = tuple(i for i in range(len(args)) if i not in fn.static and i not in managed)
+        live_before = self._path_liveness()
+        result = self.backend.record(fn.fn, args, copy)
+        node = self._add_node("graph", variant, result.leaves)
+        node.graph = result.graph
+        node.copy_inputs = copy
+        node.static_addresses = {i: self.backend.address(args[i]) for i in fn.static}
+        node.managed_addresses = managed
+        node.dead_before = [(n, i) for n, i, alive in live_before if not alive]
+        node.input_buffers = result.input_buffers or {}
+        node.checkpoint = self.backend.checkpoint()
+        self.state = "recording"
+        where = "a new root (nothing on the path is live)" if parent is None else f"a new child of node {parent.id}"
+        if mismatches:
+            reason = "; ".join(mismatches) + f"; recording {where}"
+        elif parent is None:
+            reason = f"{variant.label} is warmed up and has no root graph yet; recording {where}"
+        else:
+            live = ", ".join(f"output {i} of node {n.id}" for n, i, alive in live_before if alive) or "nothing"
+            reason = f"no child for {variant.label} under node {parent.id} ({live} live); recording {where}"
+        if self.pending_backward and fn.mode == "forward" and parent is not None:
+            reason += (
+                f"; {self.pending_backward} forward(s) have a pending backward, whose saved outputs keep the "
+                "path live: run the backward (or mark_step()) before the next forward to reach the replay path"
+            )
+        self._recorder.step(
+            "record", reason, function=variant.label, node=node.id, parent=None if parent is None else parent.id, start=start
+        )
+        self._track_mode(fn)
+        return result.outputs
+
+    def _execute(self, node: Node, args: tuple, start: float) -> Any:
+        result = self.backend.replay(node.graph, args, node.copy_inputs)
+        node.leaves = result.leaves
+        node.invalid = set()
+        node.replays += 1
+        self.current = node
+        self.state = "execution"
+        if node.variant.function.mode != "inference":
+            self._track_mode(node.variant.function)
+        self._recorder.execute(node, start)
+        return result.outputs
+
+    def _eager(self, fn: TreeFunction, variant: Optional[Variant], args: tuple, kwargs: dict, reason: str, start: float):
+        out = fn.fn(*args, **kwargs)
+        self._recorder.step("eager", reason, function=variant.label if variant else fn.name, start=start)
+        return out
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _add_node(self, kind: str, variant: Variant, leaves) -> Node:
+        parent = self.current
+        node = Node(len(self.nodes), kind, variant, parent, self.generation, leaves)
+        self.nodes.append(node)
+        if kind == "graph":
+            siblings = self.roots if parent is None else parent.children
+            siblings.setdefault(variant.id, []).append(node)
+        elif parent is not None:
+            parent.warmups.append(node)
+        self.current = node
+        return node
+
+    def _managed_inputs(self, args: tuple) -> dict[int, tuple[int, int, int]]:
+        """Inputs that are live outputs of the current path: they stay in place, not copied."""
+        if self.current is None:
+            return {}
+        owners = {}
+        for n in self.current.path:
+            for i, leaf in enumerate(n.leaves):
+                if leaf.ref is not None and n.output_alive(i):
+                    owners[leaf.address] = (n.id, i, leaf.nbytes)
+        found = {}
+        for idx, a in enumerate(args):
+            address = self.backend.address(a)
+            for base, (node_id, out, nbytes) in owners.items():
+                if base <= address < base + max(nbytes, 1):
+                    found[idx] = (address, node_id, out)
+        return found
+
+    def _path_liveness(self) -> list[tuple[Node, int, bool]]:
+        if self.current is None:
+            return []
+        return [
+            (n, i, n.output_alive(i))
+            for n in self.current.path
+            for i, leaf in enumerate(n.leaves)
+            if leaf.ref is not None and leaf.alias_of is None
+        ]
+
+    def _track_mode(self, fn: TreeFunction) -> None:
+        if fn.mode == "forward":
+            self.pending_backward += 1
+        elif fn.mode == "backward" and self.pending_backward:
+            self.pending_backward -= 1
+

@@ -1,0 +1,172 @@
+"""The Trace: the one data model between engines/observers and views.
+
+Everything here is plain data (dataclasses of ints, strings and lists) so that a
+trace recorded on a GPU machine round-trips through JSON and opens anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+SCHEMA_VERSION = 1
+
+StepKind = Literal[
+    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error"
+]
+STEP_KINDS: tuple[str, ...] = (
+    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error"
+)
+OutputState = Literal["live", "dead", "invalid"]
+NodeKind = Literal["warmup", "graph"]
+PathState = Literal["none", "warmup", "recording", "execution"]
+
+
+@dataclass
+class OutputView:
+    """One output of a node, as of its latest run."""
+
+    index: int
+    shape: list[int]
+    dtype: str
+    nbytes: int
+    address: Optional[int]
+    state: OutputState
+    alias_of: Optional[str] = None  # "input 0", "output 1", "external" or None (own pool memory)
+
+
+@dataclass
+class NodeView:
+    """A node of the tree: a warmup run or a recorded graph."""
+
+    id: int
+    function: str
+    kind: NodeKind
+    parent: Optional[int]
+    children: list[int]
+    generation: int
+    replays: int
+    outputs: list[OutputView]
+    signature: str = ""
+
+
+@dataclass
+class Block:
+    """A block of a pool segment; `node`/`output` name the node output that owns it, if any."""
+
+    address: int
+    size: int
+    allocated: bool
+    requested: int = 0
+    owner: Optional[str] = None  # plain words: "node 3 output 0", "node 3 input 1", ...
+    node: Optional[int] = None
+    output: Optional[int] = None
+
+
+@dataclass
+class Segment:
+    address: int
+    size: int
+    kind: str
+    blocks: list[Block]
+
+
+@dataclass
+class Snapshot:
+    """The whole tree after a step."""
+
+    nodes: list[NodeView]
+    current_node: Optional[int]
+    path: list[int]
+    state: PathState
+    generation: int
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def reserved_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(b.size for s in self.segments for b in s.blocks if b.allocated)
+
+    def node(self, node_id: int) -> NodeView:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in this snapshot")
+
+
+@dataclass
+class Step:
+    """One decision of the tree, with the reason for it in plain words.
+
+    `repeat` > 1 means this step happened that many times in a row, identically
+    (only execute steps are merged; `duration` is then the total).
+    """
+
+    index: int
+    kind: StepKind
+    reason: str
+    generation: int
+    function: Optional[str] = None
+    node: Optional[int] = None
+    parent: Optional[int] = None
+    duration: float = 0.0
+    repeat: int = 1
+    invalidated: list[list[int]] = field(default_factory=list)  # [node, output] pairs
+    snapshot: Optional[Snapshot] = None
+
+    def headline(self) -> str:
+        """A one-line description: 'record g → node 3 · generation 2'."""
+        parts = [self.kind]
+        if self.function:
+            parts.append(self.function)
+        text = " ".join(parts)
+        if self.node is not None:
+            text += f" → node {self.node}"
+        text += f" · generation {self.generation}"
+        if self.repeat > 1:
+            text += f" · ×{self.repeat}"
+        return text
+
+
+@dataclass
+class Trace:
+    """A sequence of steps, and what produced them (`meta`: backend, device, versions)."""
+
+    steps: list[Step] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @property
+    def calls(self) -> int:
+        """Number of decisions the steps stand for, counting repeats."""
+        return sum(s.repeat for s in self.steps)
+
+    def counts(self) -> dict[str, int]:
+        """How many steps of each kind (repeats counted)."""
+        out = {k: 0 for k in STEP_KINDS}
+        for s in self.steps:
+            out[s.kind] += s.repeat
+        return out
+
+    def last_snapshot(self) -> Optional[Snapshot]:
+        for s in reversed(self.steps):
+            if s.snapshot is not None:
+                return s.snapshot
+        return None
+
+    def save(self, path) -> None:
+        from cgviz.trace.io import save_trace
+
+        save_trace(self, path)
+
+    @classmethod
+    def load(cls, path) -> "Trace":
+        from cgviz.trace.io import load_trace
+
+        return load_trace(path)
