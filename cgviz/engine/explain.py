@@ -28,7 +28,7 @@ def _output_marks(node: Node) -> str:
 
 def _describe(node: Node, on_path: set[int]) -> str:
     marker = "▶ " if node.id in on_path else ""
-    extra = f"{node.replays} replays" if node.kind == "graph" else "warmup (eager)"
+    extra = (f"{node.replays} replay" + ("" if node.replays == 1 else "s")) if node.kind == "graph" else "warmup (eager)"
     return f"{marker}node {node.id} {node.variant.label} [{extra}, generation {node.generation}] outputs: {_output_marks(node)}"
 
 

@@ -27,6 +27,12 @@ class Variant:
 
     @property
     def label(self) -> str:
+        """The function's name; steps and nodes carry the signature separately."""
+        return self.function.name
+
+    @property
+    def described(self) -> str:
+        """Name with signature when the function has several signatures: 'f(float32[2, 8])'."""
         if len(self.function.variants) > 1:
             return f"{self.function.name}{self.signature}"
         return self.function.name

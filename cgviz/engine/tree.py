@@ -169,23 +169,22 @@ class Tree:
     # -- the state machine --------------------------------------------------------------------
     def _call(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
-        why_eager = first_unsupported(fn, args, kwargs, self.backend.unsupported_input)
-        if why_eager is not None:
-            return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why_eager}", start)
-        for i in fn.static:
-            if i >= len(args):
-                raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
-        variant = self._variant(fn, args)
-        if variant.eager_reason is not None:
-            return self._eager(fn, variant, args, {}, variant.eager_reason, start)
+        label = fn.name
         try:
+            why_eager = first_unsupported(fn, args, kwargs, self.backend.unsupported_input)
+            if why_eager is not None:
+                return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why_eager}", start)
+            for i in fn.static:
+                if i >= len(args):
+                    raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
+            variant = self._variant(fn, args)
+            label = variant.label
+            if variant.eager_reason is not None:
+                return self._eager(fn, variant, args, {}, variant.eager_reason, start)
             return self._run(variant, args, start)
         except BaseException as exc:
             self._recorder.step(
-                "error",
-                f"{variant.label} raised {type(exc).__name__}: {exc}; the tree is unchanged",
-                function=variant.label,
-                start=start,
+                "error", f"{label} raised {type(exc).__name__}: {exc}; no node was added", function=label, start=start
             )
             raise
 
@@ -303,7 +302,7 @@ class Tree:
         ]
         node = self._add_node("warmup", variant, result.leaves)
         if not variant.warmed_up:
-            reason = f"first call of {variant.label}: run eagerly so lazy initialisation happens outside capture"
+            reason = f"first call of {variant.described}: run eagerly so lazy initialisation happens outside capture"
         else:
             reason = f"the path is warming up (node {node.parent.id}): calls on it warm up until the path ends"
         variant.warmed_up = True
@@ -342,7 +341,7 @@ class Tree:
         if mismatches:
             reason = "; ".join(mismatches) + f"; recording {where}"
         elif parent is None:
-            reason = f"{variant.label} is warmed up and has no root graph yet; recording {where}"
+            reason = f"{variant.described} is warmed up and has no root graph yet; recording {where}"
         else:
             live = ", ".join(f"output {i} of node {n.id}" for n, i, alive in live_before if alive) or "nothing"
             reason = f"no child for {variant.label} under node {parent.id} ({live} live); recording {where}"
