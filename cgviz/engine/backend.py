@@ -80,13 +80,15 @@ class Backend(Protocol):
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
         """Capture `fn` into a graph in the pool; inputs at `copy_inputs` get pool buffers."""
 
-    def replay(self, graph: Any, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult: ...
+    def replay(self, graph: Any, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
+        """Copy inputs, replay; the outputs for the user and one OutputRef (or None) per tensor leaf."""
 
     def checkpoint(self) -> Any:
         """The pool allocator's state, to restore before recording a child after replays."""
 
-    def restore(self, state: Any, live: Sequence[OutputRef], dead_addresses: Sequence[int]) -> None:
-        """Put the pool back to `state`, keeping `live` outputs allocated, freeing `dead_addresses`."""
+    def restore(self, state: Any, live: Sequence[tuple[int, OutputRef]], dead_addresses: Sequence[int]) -> None:
+        """Put the pool back to `state`: `live` (address, ref) outputs stay allocated and are freed
+        when they die; `dead_addresses`, allocated in `state`, are freed now."""
 
     def segments(self) -> list[RawSegment]: ...
 

@@ -47,6 +47,7 @@ class Node:
     static_addresses: dict[int, int] = field(default_factory=dict)  # input index -> address
     managed_addresses: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # idx -> (addr, node, out)
     dead_before: list[tuple["Node", int]] = field(default_factory=list)  # path outputs dead at recording
+    live_after: list[tuple["Node", int]] = field(default_factory=list)  # path outputs allocated at checkpoint
     input_buffers: dict[int, int] = field(default_factory=dict)
     checkpoint: Any = None
 

@@ -15,17 +15,13 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine._torch_compat import storage_id, storage_use_count
 from cgviz.engine.backend import LeafInfo, RawBlock, RawSegment, RunResult
 from cgviz.engine.pool_model import PoolModel
 from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
-
-# aten ops that copy device memory to the host: a CUDA graph cannot capture them
-HOST_SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::equal"}
-
+from cgviz.engine.watch import RunWatcher
 
 class SimRef:
     """Liveness of one output storage, and the guard that invalidates its tensors."""
@@ -68,36 +64,6 @@ class SimGraph:
     plan: list[_LeafPlan]
     spec: Any
     first_leaf: list[int] = field(default_factory=list)  # group -> index of a result leaf on it
-
-
-class _AllocationTracker(TorchDispatchMode):
-    """Enters every storage an op allocates into the pool model; notes host syncs."""
-
-    def __init__(self, backend: "SimBackend") -> None:
-        super().__init__()
-        self.backend = backend
-        self.host_sync: Optional[str] = None
-        self.allocated: set[int] = set()  # storage ids allocated during this run
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func._schema.name
-        if name in HOST_SYNC_OPS and self.host_sync is None:
-            self.host_sync = name
-        arg_storages = {
-            storage_id(a.untyped_storage())
-            for a in tree_flatten((args, kwargs))[0]
-            if isinstance(a, torch.Tensor) and a.layout == torch.strided
-        }
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-                st = t.untyped_storage()
-                sid = storage_id(st)
-                if sid not in arg_storages:
-                    self.backend._allocate(st)
-                    self.allocated.add(sid)
-        self.backend.collect()
-        return out
 
 
 class SimBackend:
@@ -183,15 +149,19 @@ class SimBackend:
         ]
 
     # -- running -----------------------------------------------------------------------------
+    def _watcher(self) -> RunWatcher:
+        """Enter every storage the run allocates into the pool; free intermediates as they die."""
+        return RunWatcher(on_new_storage=self._allocate, after_op=self.collect)
+
     def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
         inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
         self.collect()
-        tracker = _AllocationTracker(self)
-        with tracker:
+        watcher = self._watcher()
+        with watcher:
             out = fn(*inputs)
         leaves, spec = tree_flatten(out)
-        infos, user_leaves = self._describe(leaves, inputs, tracker.allocated, kept=None)
-        return RunResult(tree_unflatten(user_leaves, spec), infos, capture_blocker=_host_sync_reason(tracker.host_sync))
+        infos, user_leaves = self._describe(leaves, inputs, watcher.new_storages, kept=None)
+        return RunResult(tree_unflatten(user_leaves, spec), infos, capture_blocker=watcher.capture_blocker())
 
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
         self.collect()
@@ -205,8 +175,8 @@ class SimBackend:
                 buf.copy_(inputs[i])
                 input_buffers[i] = self._allocate(buf.untyped_storage(), keep=True)
                 buffers[i] = inputs[i] = buf
-            tracker = _AllocationTracker(self)
-            with tracker:
+            watcher = self._watcher()
+            with watcher:
                 out = fn(*inputs)
         except BaseException:
             self.pool.restore(before)
@@ -214,10 +184,10 @@ class SimBackend:
             raise
         leaves, spec = tree_flatten(out)
         graph = SimGraph(fn, buffers, [], [], spec)
-        infos, user_leaves = self._describe(leaves, inputs, tracker.allocated, kept=graph)
+        infos, user_leaves = self._describe(leaves, inputs, watcher.new_storages, kept=graph)
         return RunResult(tree_unflatten(user_leaves, spec), infos, graph, input_buffers)
 
-    def replay(self, graph: SimGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
+    def replay(self, graph: SimGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
         inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
         for i in copy_inputs:
             graph.buffers[i].copy_(inputs[i])
@@ -226,20 +196,19 @@ class SimBackend:
         for group, leaf_index in enumerate(graph.first_leaf):
             graph.storages[group].copy_(leaves[leaf_index].untyped_storage())
         guards = [Guard() for _ in graph.storages]
-        refs = [SimRef(g, st, kept_by_graph=True) for g, st in zip(guards, graph.storages)]
-        user_leaves = []
-        infos = []
+        group_refs = [SimRef(g, st, kept_by_graph=True) for g, st in zip(guards, graph.storages)]
+        user_leaves, refs = [], []
         for leaf, plan in zip(leaves, graph.plan):
             if plan.kind == "pool":
                 st = graph.storages[plan.group]
                 view = torch.empty(0, dtype=plan.dtype).set_(st, plan.offset, plan.size, plan.stride)
                 user_leaves.append(wrap(view, guards[plan.group]))
-                infos.append(_info(view, self.address(view), plan.alias, refs[plan.group]))
+                refs.append(group_refs[plan.group])
             else:
                 user_leaves.append(leaf)
                 if isinstance(leaf, torch.Tensor):
-                    infos.append(_info(leaf, self.address(leaf), plan.alias, None))
-        return RunResult(tree_unflatten(user_leaves, graph.spec), infos)
+                    refs.append(None)
+        return tree_unflatten(user_leaves, graph.spec), refs
 
     def _describe(self, leaves: list, inputs: list, allocated: set[int], kept: Optional[SimGraph]):
         """Classify each output leaf: own pool memory of this run (grouped by storage) or an alias.
@@ -308,9 +277,3 @@ class _UseCount:
 
 def _info(t: torch.Tensor, address: int, alias: Optional[str], ref) -> LeafInfo:
     return LeafInfo(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel() * t.element_size(), address, alias, ref)
-
-
-def _host_sync_reason(op: Optional[str]) -> Optional[str]:
-    if op is None:
-        return None
-    return f"it copies device memory to the host ({op}), which a CUDA graph cannot capture"

@@ -271,20 +271,18 @@ class Tree:
         """Before recording after replays: the allocator as after the current node's recording."""
         start = time.perf_counter()
         node = self.current
-        live, dead = [], []
-        for n in node.path:
-            for i, leaf in enumerate(n.leaves):
-                if leaf.ref is None or leaf.alias_of is not None:
-                    continue
-                if n.output_alive(i):
-                    live.append((leaf.address, leaf.ref))
-                else:
-                    dead.append(leaf.address)
+        live = [
+            (n.leaves[i].address, n.leaves[i].ref)
+            for n in node.path
+            for i in n.live_outputs()
+            if n.leaves[i].alias_of is None
+        ]
+        dead = list(dict.fromkeys(n.leaves[i].address for n, i in node.live_after if not n.output_alive(i)))
         self.backend.restore(node.checkpoint, live, dead)
         self._recorder.step(
             "checkpoint_restore",
             f"allocator state saved after recording node {node.id} restored, keeping {len(live)} live "
-            f"output(s) of the path and freeing {len(set(dead))} dead one(s), so a new recording "
+            f"output(s) of the path and freeing {len(dead)} that died since, so a new recording "
             "does not overwrite live memory",
             node=node.id,
             start=start,
@@ -334,6 +332,9 @@ class Tree:
         node.static_addresses = {i: self.backend.address(args[i]) for i in fn.static}
         node.managed_addresses = managed
         node.dead_before = [(n, i) for n, i, alive in live_before if not alive]
+        node.live_after = [(n, i) for n, i, alive in live_before if alive] + [
+            (node, i) for i, leaf in enumerate(node.leaves) if leaf.ref is not None and leaf.alias_of is None
+        ]
         node.input_buffers = result.input_buffers or {}
         node.checkpoint = self.backend.checkpoint()
         self.state = "recording"
@@ -357,8 +358,9 @@ class Tree:
         return result.outputs
 
     def _execute(self, node: Node, args: tuple, start: float) -> Any:
-        result = self.backend.replay(node.graph, args, node.copy_inputs)
-        node.leaves = result.leaves
+        outputs, refs = self.backend.replay(node.graph, args, node.copy_inputs)
+        for leaf, ref in zip(node.leaves, refs):
+            leaf.ref = ref
         node.invalid = set()
         node.replays += 1
         self.current = node
@@ -366,7 +368,7 @@ class Tree:
         if node.variant.function.mode != "inference":
             self._track_mode(node.variant.function)
         self._recorder.execute(node, start)
-        return result.outputs
+        return outputs
 
     def _eager(self, fn: TreeFunction, variant: Optional[Variant], args: tuple, kwargs: dict, reason: str, start: float):
         out = fn.fn(*args, **kwargs)
