@@ -31,7 +31,7 @@ CUDA_NAMES: dict[str, tuple[str, ...]] = {
     "set_checkpoint_pool_state": ("_cuda_setCheckpointPoolState",),
     "raw_delete": ("_cuda_cudaCachingAllocator_raw_delete",),
     "construct_storage_from_data_pointer": ("_construct_storage_from_data_pointer",),
-    "set_storage_access_error_msg": ("_set_storage_access_error_msg",),
+    "set_storage_access_error_msg": ("_set_storage_data_ptr_access_error_msg", "_set_storage_access_error_msg"),
     "free_and_remove_deleter": ("_free_And_Remove_DeleterFn",),
     "has_standard_deleter": ("_has_Standard_Deleter",),
 }
@@ -51,6 +51,21 @@ def cuda_function(need: str) -> Callable:
             f"cuda backend needs ({need}); use a torch build with CUDA (2.4 or newer) or device='sim'"
         )
     return fn
+
+
+def storage_error_takes_storage() -> bool:
+    """Newer torch marks the storage (by weak pointer); older torch marks it through a tensor."""
+    return FOUND["set_storage_access_error_msg"] == "_set_storage_data_ptr_access_error_msg"
+
+
+def storage_from_weak(weak_ptr: int) -> Any:
+    """A strong UntypedStorage from a StorageWeakRef's pointer (caller checked it is alive)."""
+    return torch.UntypedStorage._new_with_weak_ptr(weak_ptr)
+
+
+def foreach_copy(dst: list, src: list) -> None:
+    """Copy many tensors with one launch where torch can."""
+    torch._foreach_copy_(dst, src)
 
 
 def missing_cuda_names() -> list[str]:

@@ -14,6 +14,10 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import torch
 
 
+class CaptureUnsupported(Exception):
+    """A backend could not capture the function into a graph; the message says why."""
+
+
 class OutputRef(Protocol):
     """Tracks one output storage handed to the user: is it still referenced?"""
 

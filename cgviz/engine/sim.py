@@ -182,6 +182,8 @@ class SimBackend:
             self.pool.restore(before)
             self.collect()
             raise
+        for address in input_buffers.values():
+            self._free(address)  # as on a GPU: only this graph writes its input buffers, when it replays
         leaves, spec = tree_flatten(out)
         graph = SimGraph(fn, buffers, [], [], spec)
         infos, user_leaves = self._describe(leaves, inputs, watcher.new_storages, kept=graph)

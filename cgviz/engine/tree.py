@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from cgviz.engine.backend import make_backend
+from cgviz.engine.backend import CaptureUnsupported, make_backend
 from cgviz.engine.function import (
     MODES,
     TreeFunction,
@@ -325,7 +325,11 @@ class Tree:
         managed = self._managed_inputs(args)
         copy = tuple(i for i in range(len(args)) if i not in fn.static and i not in managed)
         live_before = self._path_liveness()
-        result = self.backend.record(fn.fn, args, copy)
+        try:
+            result = self.backend.record(fn.fn, args, copy)
+        except CaptureUnsupported as exc:
+            variant.eager_reason = f"{variant.label} runs eagerly: {exc}"
+            return self._eager(fn, variant, args, {}, variant.eager_reason, start)
         node = self._add_node("graph", variant, result.leaves)
         node.graph = result.graph
         node.copy_inputs = copy

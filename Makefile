@@ -1,0 +1,51 @@
+# cgviz: the commands the README names.
+#   make demo    print a CUDA graph tree for a demo scenario
+#   make test    run the tests (tests/gpu skip themselves without CUDA)
+# Both create .venv on first use, install a CPU build of torch and the package.
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.cgviz-setup
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, and only when the venv cannot import it yet: torch==$(TORCH_VERSION)
+# (a CPU wheel where pip finds one locally), else the CPU wheel index.
+# Then the package itself, editable, with its test extras.
+$(STAMP): pyproject.toml | $(BIN)/python
+	@if $(BIN)/python -c "import torch" >/dev/null 2>&1; then \
+		echo "torch $$($(BIN)/python -c "import torch; print(torch.__version__)") already in $(VENV)"; \
+	else \
+		echo "$(BIN)/pip install torch==$(TORCH_VERSION)"; \
+		$(BIN)/pip install "torch==$(TORCH_VERSION)" || { \
+			echo "falling back to the CPU wheel index: $(TORCH_CPU_INDEX)"; \
+			$(BIN)/pip install --index-url "$(TORCH_CPU_INDEX)" torch; \
+		}; \
+	fi
+	$(BIN)/pip install -e ".[test]"
+	@touch $@
+
+demo: setup
+	$(BIN)/cgviz demo --backend auto --text
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/sim_overhead.py
+
+# Removes build outputs and caches; keeps .venv (and its torch) but forgets the
+# setup stamp, so the next `make setup` re-installs the package. rm -rf .venv for a full reset.
+clean:
+	rm -rf build dist .pytest_cache .hypothesis $(STAMP)
+	rm -rf cgviz-demo.*
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name "*.egg-info" \) -type d -print -exec rm -rf {} +

@@ -1,0 +1,311 @@
+"""Real CUDA graphs in one private memory pool per tree.
+
+Warmup runs with the current thread's allocations routed to the pool; record captures
+with torch.cuda.CUDAGraph into the same pool on the tree's capture stream and replays
+once (capture runs no kernels). Replay copies non-static inputs into the recorded
+buffers, replays, and hands out fresh tensors built on the static output memory, so
+their liveness can be tracked by storage weak references, as torch's own tree does.
+Private torch functions come from _torch_compat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from cgviz.engine import _torch_compat as compat
+from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz.engine.watch import RunWatcher
+
+_REQUIRED = (
+    "begin_allocate_to_pool",
+    "end_allocate_to_pool",
+    "release_pool",
+    "get_checkpoint_state",
+    "set_checkpoint_pool_state",
+    "raw_delete",
+    "construct_storage_from_data_pointer",
+    "set_storage_access_error_msg",
+    "free_and_remove_deleter",
+    "has_standard_deleter",
+)
+
+
+class CudaRef:
+    """Liveness of one output storage; invalidation frees it and makes access raise."""
+
+    __slots__ = ("weak", "tensors")
+
+    def __init__(self, storage: torch.UntypedStorage, tensors: list) -> None:
+        self.weak = StorageWeakRef(storage)
+        # older torch marks a storage through one of its tensors
+        self.tensors = None if compat.storage_error_takes_storage() else [weakref.ref(t) for t in tensors]
+
+    def alive(self) -> bool:
+        return not self.weak.expired()
+
+    def invalidate(self, message: str) -> None:
+        if self.weak.expired():
+            return
+        cdata = self.weak.cdata
+        # memory the allocator handed out (not a replay's view of graph memory) goes back now
+        if compat.cuda_function("has_standard_deleter")(cdata):
+            compat.cuda_function("free_and_remove_deleter")(cdata)
+        mark = compat.cuda_function("set_storage_access_error_msg")
+        if self.tensors is None:
+            mark(cdata, message)
+            return
+        for ref in self.tensors:
+            t = ref()
+            if t is not None:
+                mark(t, message)
+
+
+@dataclass
+class _Leaf:
+    kind: str  # "pool" | "input" | "external" | "constant"
+    group: int = -1
+    index: int = -1  # input index for "input"
+    offset: int = 0
+    size: tuple = ()
+    stride: tuple = ()
+    dtype: Any = None
+    value: Any = None  # the tensor for "external", the value for "constant"
+
+
+@dataclass
+class CudaGraph:
+    graph: torch.cuda.CUDAGraph
+    buffers: dict[int, torch.Tensor]
+    groups: list[tuple[int, int]]  # (data_ptr, nbytes) of each static output storage
+    leaves: list[_Leaf]
+    spec: Any
+    copy_dst: list[torch.Tensor] = field(default_factory=list)
+
+
+class CudaBackend:
+    """The Backend protocol on one CUDA device."""
+
+    name = "cuda"
+
+    def __init__(self, device: torch.device) -> None:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"cuda:{index} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        self.device = torch.device("cuda", index)
+        self.index = index
+        for need in _REQUIRED:
+            compat.cuda_function(need)  # fail now, naming the torch version, not mid-run
+        with torch.cuda.device(self.device):
+            self.pool = torch.cuda.graph_pool_handle()
+            self.stream = torch.cuda.Stream(self.device)
+            # an empty capture creates the private pool and keeps it alive as long as the tree
+            self._keepalive = torch.cuda.CUDAGraph()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+                with torch.cuda.graph(self._keepalive, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
+                    pass
+
+    def describe(self) -> dict:
+        return {
+            "backend": "cuda",
+            "device": f"{self.device} ({torch.cuda.get_device_name(self.device)})",
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+        }
+
+    def unsupported_input(self, t: torch.Tensor) -> Optional[str]:
+        if t.device != self.device:
+            if t.device.type == "cpu" and t.dim() == 0:
+                return f"is a CPU scalar tensor; the tree is on {self.device} and a graph would bake in its value"
+            return f"is on {t.device}, but the tree is on {self.device}"
+        if t.layout != torch.strided:
+            return f"has layout {t.layout}; graphs take strided tensors"
+        return None
+
+    def address(self, t: torch.Tensor) -> int:
+        return t.data_ptr()
+
+    # -- the pool --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _in_pool(self) -> Iterator[None]:
+        """Route this thread's allocations to the tree's pool, on the tree's stream."""
+        torch.cuda.synchronize(self.device)
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream), torch.device(self.device):
+            compat.cuda_function("begin_allocate_to_pool")(self.index, self.pool)
+            try:
+                yield
+            finally:
+                compat.cuda_function("end_allocate_to_pool")(self.index, self.pool)
+                compat.cuda_function("release_pool")(self.index, self.pool)
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+
+    def checkpoint(self) -> Any:
+        return compat.cuda_function("get_checkpoint_state")(self.index, self.pool)
+
+    def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
+        live_storages = [ref.weak.cdata for _, ref in live]
+        compat.cuda_function("set_checkpoint_pool_state")(self.index, state, [], live_storages)
+        for address in dict.fromkeys(dead_addresses):
+            compat.cuda_function("raw_delete")(address)
+
+    def segments(self) -> list[RawSegment]:
+        out = []
+        for seg in torch.cuda.memory_snapshot():
+            if seg.get("device") != self.index or tuple(seg.get("segment_pool_id", ())) != tuple(self.pool):
+                continue
+            blocks, address = [], seg["address"]
+            for b in seg["blocks"]:
+                start = b.get("address", address)
+                state = b.get("state", "")
+                blocks.append(RawBlock(start, b["size"], b.get("requested_size", 0), state.startswith("active")))
+                address = start + b["size"]
+            out.append(RawSegment(seg["address"], seg["total_size"], seg.get("segment_type", ""), blocks))
+        return sorted(out, key=lambda s: s.address)
+
+    # -- running ---------------------------------------------------------------------------
+    def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
+        watcher = RunWatcher()
+        with self._in_pool(), watcher:
+            out = fn(*args)
+        leaves, spec = tree_flatten(out)
+        infos, _ = self._describe(leaves, args, watcher.new_storages)
+        return RunResult(out, infos, capture_blocker=watcher.capture_blocker())
+
+    def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
+        inputs = list(args)
+        buffers: dict[int, torch.Tensor] = {}
+        with self._in_pool():
+            for i in copy_inputs:
+                buf = torch.empty_strided(inputs[i].size(), inputs[i].stride(), dtype=inputs[i].dtype, device=self.device)
+                buf.copy_(inputs[i])
+                buffers[i] = inputs[i] = buf
+        graph = torch.cuda.CUDAGraph()
+        watcher = RunWatcher()
+        try:
+            with torch.cuda.device(self.device), torch.cuda.graph(
+                graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"
+            ), watcher:
+                out = fn(*inputs)
+        except Exception as exc:
+            if "captur" in str(exc).lower():
+                raise CaptureUnsupported(f"capturing it failed ({type(exc).__name__}: {str(exc).splitlines()[0]})") from exc
+            raise
+        graph.replay()  # capture ran no kernels: compute the outputs once
+        leaves, spec = tree_flatten(out)
+        infos, plan = self._describe(leaves, inputs, watcher.new_storages)
+        groups = {}
+        for leaf, (kind, index) in zip(leaves, plan):
+            if kind == "pool" and index not in groups:
+                st = leaf.untyped_storage()
+                groups[index] = (st.data_ptr(), st.nbytes())
+        cuda_graph = CudaGraph(graph, buffers, [groups[g] for g in sorted(groups)], [], spec)
+        for leaf, (kind, index) in zip(leaves, plan):
+            cuda_graph.leaves.append(_leaf_plan(leaf, kind, index))
+        input_buffers = {i: b.data_ptr() for i, b in buffers.items()}
+        # As torch's trees do, the input buffers go back to the pool: only this graph writes
+        # them, when it replays, and then nothing recorded after it is live.
+        make_storage = compat.cuda_function("construct_storage_from_data_pointer")
+        for i, buf in list(buffers.items()):
+            st = make_storage(buf.data_ptr(), self.device, buf.untyped_storage().nbytes())
+            buffers[i] = torch.empty(0, dtype=buf.dtype, device=self.device).set_(st, 0, buf.size(), buf.stride())
+        cuda_graph.copy_dst = [buffers[i] for i in copy_inputs]
+        return RunResult(out, infos, cuda_graph, input_buffers)
+
+    def replay(self, graph: CudaGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
+        if copy_inputs:
+            compat.foreach_copy(graph.copy_dst, [args[i] for i in copy_inputs])
+        graph.graph.replay()
+        make_storage = compat.cuda_function("construct_storage_from_data_pointer")
+        storages = [make_storage(ptr, self.device, nbytes) for ptr, nbytes in graph.groups]
+        group_tensors: list[list] = [[] for _ in storages]
+        user_leaves, refs_at = [], []
+        for plan in graph.leaves:
+            if plan.kind == "pool":
+                t = _view(storages[plan.group], plan, self.device)
+                group_tensors[plan.group].append(t)
+                refs_at.append(plan.group)
+            elif plan.kind == "input":
+                source = graph.buffers.get(plan.index, args[plan.index])
+                t = _view(source.untyped_storage(), plan, self.device)
+                refs_at.append(None)
+            elif plan.kind == "external":
+                t = plan.value
+                refs_at.append(None)
+            else:
+                user_leaves.append(plan.value)
+                continue
+            user_leaves.append(t)
+        refs = [CudaRef(st, ts) for st, ts in zip(storages, group_tensors)]
+        return tree_unflatten(user_leaves, graph.spec), [None if g is None else refs[g] for g in refs_at]
+
+    def _describe(self, leaves: list, inputs: Sequence[Any], new_storages: set[int]):
+        """LeafInfo per tensor leaf, and (kind, group or input index) per leaf for replays.
+
+        Leaves on a storage the run allocated are pool outputs, grouped by storage; the
+        first leaf of a group owns it, later ones are aliases ("output k").
+        """
+        input_storages = {
+            compat.storage_id(a.untyped_storage()): i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)
+        }
+        groups: dict[int, tuple[int, int]] = {}  # storage id -> (group, info index of its first leaf)
+        members: dict[int, list] = {}
+        pool_infos: list[tuple[LeafInfo, int]] = []
+        infos: list[LeafInfo] = []
+        plan: list[tuple[str, int]] = []
+        for leaf in leaves:
+            if not isinstance(leaf, torch.Tensor):
+                plan.append(("constant", -1))
+                continue
+            st = leaf.untyped_storage()
+            sid = compat.storage_id(st)
+            info = LeafInfo(
+                list(leaf.shape), str(leaf.dtype).removeprefix("torch."), leaf.numel() * leaf.element_size(),
+                leaf.data_ptr(), None, None,
+            )
+            if sid not in new_storages:
+                if sid in input_storages:
+                    plan.append(("input", input_storages[sid]))
+                    info.alias_of = f"input {input_storages[sid]}"
+                else:
+                    plan.append(("external", -1))
+                    info.alias_of = "external"
+            else:
+                if sid not in groups:
+                    groups[sid] = (len(groups), len(infos))
+                    members[sid] = []
+                group, first = groups[sid]
+                members[sid].append(leaf)
+                info.alias_of = None if first == len(infos) else f"output {first}"
+                plan.append(("pool", group))
+                pool_infos.append((info, sid))
+            infos.append(info)
+        refs = {sid: CudaRef(ts[0].untyped_storage(), ts) for sid, ts in members.items()}
+        for info, sid in pool_infos:
+            info.ref = refs[sid]
+        return infos, plan
+
+
+def _leaf_plan(leaf: Any, kind: str, index: int) -> _Leaf:
+    if kind == "constant":
+        return _Leaf("constant", value=leaf)
+    if kind == "external":
+        return _Leaf("external", value=leaf)
+    plan = _Leaf(kind, offset=leaf.storage_offset(), size=tuple(leaf.size()), stride=tuple(leaf.stride()), dtype=leaf.dtype)
+    if kind == "pool":
+        plan.group = index
+    else:
+        plan.index = index
+    return plan
+
+
+def _view(storage: torch.UntypedStorage, plan: _Leaf, device: torch.device) -> torch.Tensor:
+    return torch.empty(0, dtype=plan.dtype, device=device).set_(storage, plan.offset, plan.size, plan.stride)

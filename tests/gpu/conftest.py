@@ -1,0 +1,13 @@
+import pytest
+import torch
+
+collect_ignore_glob = [] if torch.cuda.is_available() else []
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "tests/gpu" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(skip)

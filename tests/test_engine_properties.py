@@ -1,0 +1,289 @@
+"""Property-based test of the tree engine on the sim backend.
+
+A hypothesis state machine drives a `cgviz.Tree("sim")` with a few small wrapped
+functions: calls on fresh inputs or on outputs the user still holds (so that
+children and longer paths appear), dropping held outputs, `mark_step()`, moving or
+updating the static input, touching invalidated outputs and a function that raises.
+After every step it checks what the engine promises:
+
+* every result equals the eager result of the same function on the same inputs, and
+  every held output that was not invalidated still equals it (a replay must never
+  overwrite memory the user still holds);
+* every live output belongs to a node on the current path;
+* the pool blocks of live outputs are allocated, owned by them in the snapshot and
+  pairwise disjoint; the pool's segments are tiled by their blocks;
+* every output held across a `mark_step()` raises "overwritten by a subsequent run"
+  when touched, and so does passing it to a tree function.
+
+The model is a list of held entries: (tensor, expected value, tree output?, invalidated?).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import cgviz
+
+OVERWRITTEN = "overwritten by a subsequent run"
+SIZES = (8, 96)  # 32 B and 384 B: both round to one 512 B block; 96 also makes 95-element views
+W_SIZE = 8
+
+
+# -- the functions under test (pure, no in-place mutation of inputs, no host syncs) ------------
+def f(x):
+    return (x * 2 + 1).relu()
+
+
+def g(y):
+    return y.sin() * y - y.cumsum(0)
+
+
+def h(x, w):
+    return x * w + 1
+
+
+def pair(x):
+    """Three outputs: `a`, a view of `a` (same storage) and a separate tensor."""
+    a = x * 3 - 1
+    return a, a[1:], x.exp()
+
+
+FAIL = [False]
+
+
+def k(x):
+    """Raises while FAIL[0] is set: an exception inside warmup, record or replay."""
+    y = x - 1
+    if FAIL[0]:
+        raise ValueError("k failed on purpose")
+    return y * y
+
+
+FUNCTIONS = {"f": f, "g": g, "pair": pair, "k": k}
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """A plain-tensor copy (eager references must not go through the tree's tensors)."""
+    return t.detach().clone().as_subclass(torch.Tensor)
+
+
+def leaves(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+@dataclass
+class Held:
+    t: torch.Tensor
+    expected: torch.Tensor
+    tree: bool  # an output of a warmup/record/execute (invalidated by mark_step), not eager/user data
+    invalid: bool
+    label: str
+
+
+class TreeMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tree: Optional[cgviz.Tree] = None
+        self.held: list[Held] = []
+        self.w: Optional[torch.Tensor] = None
+        self.calls = 0
+
+    # -- setup -------------------------------------------------------------------------------
+    @initialize(level=st.sampled_from(["events", "full"]), seed=st.integers(0, 2**16))
+    def setup(self, level: str, seed: int) -> None:
+        # high limits: nothing falls back to eager by re-recording or too many shapes
+        self.tree = cgviz.Tree("sim", trace=level, rerecord_limit=10_000, shape_limit=10_000)
+        self.fns = {name: self.tree.wrap(fn, name=name) for name, fn in FUNCTIONS.items()}
+        self.fns["h"] = self.tree.wrap(h, static=(1,), name="h")
+        self.w = torch.randn(W_SIZE, generator=torch.Generator().manual_seed(seed))
+        FAIL[0] = False
+
+    # -- helpers -----------------------------------------------------------------------------
+    def valid(self, shape=None) -> list[int]:
+        return [
+            i for i, e in enumerate(self.held)
+            if not e.invalid and (shape is None or tuple(e.expected.shape) == shape)
+        ]
+
+    def pick_input(self, data, shape=None) -> tuple[torch.Tensor, str]:
+        """A held valid tensor (often a live tree output) or a fresh random one."""
+        candidates = self.valid(shape)
+        if candidates and data.draw(st.booleans(), label="use held"):
+            i = candidates[data.draw(st.integers(0, len(candidates) - 1), label="held index")]
+            return self.held[i].t, f"held[{i}]"
+        n = shape[0] if shape is not None else data.draw(st.sampled_from(SIZES), label="size")
+        seed = data.draw(st.integers(0, 2**16), label="seed")
+        x = torch.randn(n, generator=torch.Generator().manual_seed(seed))
+        if data.draw(st.booleans(), label="hold input"):
+            self.held.append(Held(x, plain(x), False, False, f"input #{self.calls}"))
+        return x, f"fresh({n}, seed={seed})"
+
+    def last_kind(self) -> str:
+        return self.tree.trace.steps[-1].kind
+
+    def call(self, name: str, args: tuple) -> None:
+        expected = leaves(FUNCTIONS.get(name, h)(*[plain(a) for a in args]))  # eager first
+        out = leaves(self.fns[name](*args))
+        kind = self.last_kind()
+        assert kind in ("warmup", "record", "execute", "eager"), kind
+        assert len(out) == len(expected)
+        for j, (got, exp) in enumerate(zip(out, expected)):
+            assert torch.equal(got, exp), f"{name} output {j} ({kind}) differs from eager"
+            self.held.append(Held(got, exp, kind != "eager", False, f"{name}#{self.calls}.{j} ({kind})"))
+        self.calls += 1
+
+    # -- rules -------------------------------------------------------------------------------
+    @rule(name=st.sampled_from(["f", "g", "pair"]), data=st.data())
+    def call_unary(self, name: str, data) -> None:
+        x, _ = self.pick_input(data)
+        self.call(name, (x,))
+
+    @rule(data=st.data())
+    def call_static(self, data) -> None:
+        x, _ = self.pick_input(data, shape=(W_SIZE,))
+        self.call("h", (x, self.w))
+
+    @rule(data=st.data(), fail=st.booleans())
+    def call_failing(self, data, fail: bool) -> None:
+        x, _ = self.pick_input(data)
+        if not fail:
+            self.call("k", (x,))
+            return
+        FAIL[0] = True
+        try:
+            with pytest.raises(ValueError, match="on purpose"):
+                self.fns["k"](x)
+        finally:
+            FAIL[0] = False
+        assert self.last_kind() == "error"
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data())
+    def drop(self, data) -> None:
+        i = data.draw(st.integers(0, len(self.held) - 1), label="drop index")
+        del self.held[i]
+
+    @rule()
+    def mark_step(self) -> None:
+        self.tree.mark_step()
+        step = self.tree.trace.steps[-1]
+        assert step.kind == "generation"
+        newly = [e for e in self.held if e.tree and not e.invalid]
+        for e in newly:
+            e.invalid = True
+        # the engine invalidated something exactly when the user still held tree outputs
+        assert bool(step.invalidated) == bool(newly), (step.invalidated, [e.label for e in newly])
+
+    @rule(fresh_values=st.booleans(), seed=st.integers(0, 2**16))
+    def move_static(self, fresh_values: bool, seed: int) -> None:
+        if fresh_values:
+            self.w = torch.randn(W_SIZE, generator=torch.Generator().manual_seed(seed))
+        else:
+            self.w = self.w.clone()
+
+    @rule()
+    def update_static_in_place(self) -> None:
+        self.w.mul_(0.5).add_(1.0)  # an optimizer step: same address, new values
+
+    @precondition(lambda self: any(e.invalid for e in self.held))
+    @rule(data=st.data(), how=st.sampled_from(["add", "sum", "clone", "index", "tolist", "f", "h"]))
+    def touch_invalidated(self, data, how: str) -> None:
+        candidates = [i for i, e in enumerate(self.held) if e.invalid]
+        t = self.held[candidates[data.draw(st.integers(0, len(candidates) - 1), label="invalid index")]].t
+        touch = {
+            "add": lambda: t + 1,
+            "sum": lambda: t.sum(),
+            "clone": lambda: t.clone(),
+            "index": lambda: t[0],
+            "tolist": lambda: t.tolist(),
+            "f": lambda: self.fns["f"](t),
+            "h": lambda: self.fns["h"](t, self.w),
+        }[how]
+        with pytest.raises(RuntimeError, match=OVERWRITTEN):
+            touch()
+        if how in ("f", "h"):
+            assert self.last_kind() == "error"
+
+    # -- invariants --------------------------------------------------------------------------
+    @invariant()
+    def held_values(self) -> None:
+        for e in self.held:
+            if e.invalid:
+                with pytest.raises(RuntimeError, match=OVERWRITTEN):
+                    e.t + 1
+            else:
+                assert torch.equal(e.t, e.expected), f"{e.label} was overwritten while held"
+
+    @invariant()
+    def live_outputs_on_current_path(self) -> None:
+        tree = self.tree
+        path = set() if tree.current is None else {n.id for n in tree.current.path}
+        for n in tree.nodes:
+            for i in range(len(n.leaves)):
+                if n.output_alive(i):
+                    assert n.id in path, (
+                        f"output {i} of node {n.id} is live but the current path is "
+                        f"{sorted(path)} (current={None if tree.current is None else tree.current.id})"
+                    )
+        if tree.current is None:
+            assert tree.state == "none"
+        else:
+            assert tree.state in ("warmup", "recording", "execution")
+
+    def live_pool_outputs(self) -> list[tuple[int, int, int, int]]:
+        """(address, nbytes, node, output) of the path's live outputs that own pool memory."""
+        if self.tree.current is None:
+            return []
+        return [
+            (n.leaves[i].address, n.leaves[i].nbytes, n.id, i)
+            for n in self.tree.current.path
+            for i in n.live_outputs()
+            if n.leaves[i].alias_of is None and n.leaves[i].nbytes > 0
+        ]
+
+    @invariant()
+    def held_tree_outputs_are_live(self) -> None:
+        """What the user holds, the engine sees as live (else its memory could be reused)."""
+        live = self.live_pool_outputs()
+        for e in self.held:
+            if e.tree and not e.invalid and e.t.numel() > 0:
+                address = self.tree.backend.address(e.t)
+                assert any(a <= address < a + nb for a, nb, _, _ in live), (
+                    f"{e.label} at {address:#x} is held but no live output of the current path covers it"
+                )
+
+    @invariant()
+    def live_blocks_disjoint_and_owned(self) -> None:
+        live = sorted(self.live_pool_outputs())
+        for (a1, n1, node1, o1), (a2, n2, node2, o2) in zip(live, live[1:]):
+            assert a1 + n1 <= a2, f"node {node1} output {o1} [{a1:#x}+{n1}] overlaps node {node2} output {o2} [{a2:#x}]"
+        snap = self.tree.snapshot()
+        blocks = {b.address: b for s in snap.segments for b in s.blocks}
+        for address, nbytes, node, out in live:
+            b = blocks.get(address)
+            assert b is not None and b.allocated, f"node {node} output {out}: no allocated pool block at {address:#x}"
+            assert b.size >= nbytes
+            assert (b.node, b.output) == (node, out), f"block {address:#x} is owned by {b.owner}, not node {node} output {out}"
+        for s in snap.segments:
+            at = s.address
+            for b in s.blocks:
+                assert b.address == at, f"segment {s.address:#x}: gap or overlap at {at:#x}"
+                at += b.size
+            assert at == s.address + s.size
+
+
+TreeMachine.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=20,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestTreeMachine = TreeMachine.TestCase
