@@ -162,11 +162,12 @@ def _static_move(tree: Tree, check: Checker) -> None:
         return torch.tanh(x @ w)
 
     tf = tree.wrap(f, static=(1,), name="f")
-    w = _data(tree, 32, 32, seed=1)
+    weights = [_data(tree, 32, 32, seed=1)]
     x = _data(tree, 4, 32, seed=2)
     for i in range(7):
         if i >= 3:
-            w = w.clone()  # same values, new address: the static input moved
+            weights.append(weights[-1].clone())  # same values, new address: the static input moved
+        w = weights[-1]
         y = tf(x, w)
         check.same(f"call {i}", y, f(x, w))
         del y

@@ -7,6 +7,7 @@ merged into one step with a repeat count, so long replay loops stay small.
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import TYPE_CHECKING, Optional
 
@@ -114,12 +115,25 @@ class Recorder:
         )
 
     def _segments(self, nodes: list[NodeView], path: list[int]) -> list[Segment]:
-        """Pool segments with each allocated block mapped to what owns it, by address."""
-        owners: dict[int, tuple[int, Optional[int], Optional[int], str]] = {}  # address -> (rank, node, out, label)
+        """Pool segments, each block mapped to what lives in it, by address.
+
+        A live output claims the block holding its first byte even if the allocator calls
+        that block free: during replays the allocator's view is stale (replays bypass it),
+        and the memory is in use all the same.
+        """
+        raw = self.tree.backend.segments()
+        starts = sorted((b.address, b.size, k, j) for k, seg in enumerate(raw) for j, b in enumerate(seg.blocks))
+        owners: dict[tuple[int, int], tuple[int, Optional[int], Optional[int], str]] = {}
 
         def claim(address, rank, node, out, label):
-            if address is not None and (address not in owners or owners[address][0] > rank):
-                owners[address] = (rank, node, out, label)
+            if address is None:
+                return
+            at = bisect.bisect_right(starts, (address, float("inf"))) - 1
+            if at < 0 or not starts[at][0] <= address < starts[at][0] + starts[at][1]:
+                return
+            key = starts[at][2:]
+            if key not in owners or owners[key][0] > rank:
+                owners[key] = (rank, node, out, label)
 
         on_path = set(path)
         for view in nodes:
@@ -128,24 +142,27 @@ class Recorder:
                     claim(out.address, 0, view.id, out.index, f"node {view.id} output {out.index}")
         for n in self.tree.nodes:
             for i, address in n.input_buffers.items():
-                claim(address, 1 if n.id in on_path else 2, n.id, None, f"node {n.id} input {i} buffer")
+                if n.id in on_path:
+                    claim(address, 1, n.id, None, f"node {n.id} input {i} buffer")
         segments = []
-        for raw in self.tree.backend.segments():
+        for k, seg in enumerate(raw):
             blocks = []
-            for b in raw.blocks:
-                owner = owners.get(b.address) if b.allocated else None
+            for j, b in enumerate(seg.blocks):
+                owner = owners.get((k, j))
+                if owner is None and b.allocated:
+                    owner = (3, None, None, "unowned (intermediate or stale)")
                 blocks.append(
                     Block(
                         address=b.address,
                         size=b.size,
                         allocated=b.allocated,
                         requested=b.requested,
-                        owner=owner[3] if owner else (None if not b.allocated else "unowned (intermediate or stale)"),
+                        owner=owner[3] if owner else None,
                         node=owner[1] if owner else None,
                         output=owner[2] if owner else None,
                     )
                 )
-            segments.append(Segment(raw.address, raw.size, raw.kind, blocks))
+            segments.append(Segment(seg.address, seg.size, seg.kind, blocks))
         return segments
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import secrets
@@ -105,11 +106,12 @@ def load_trace(path: str | os.PathLike) -> Trace:
         with open(path, "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:
-        raise FileNotFoundError(f"trace file not found: {path}") from None
+        raise FileNotFoundError(errno.ENOENT, "trace file not found", path) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceFormatError(f"{path}: not a cgviz trace (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
+        problem = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        raise TraceFormatError(f"{path}: not a cgviz trace ({problem})") from None
     return loads(text, source=path)
 
 
