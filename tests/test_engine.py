@@ -167,6 +167,33 @@ def test_outputs_sharing_storage_alias_after_replay(tree):
     assert same(b, (fn(x)[0] + 1).view(2, 4))  # writing one output is visible through the other
 
 
+@pytest.mark.xfail(
+    reason="engine bug: an output that aliases a copied (non-static) input is handed back as the graph's "
+    "recorded input buffer, untracked, so the next replay silently overwrites a tensor the caller holds",
+    strict=True,
+)
+def test_output_aliasing_a_copied_input_keeps_its_value_after_the_next_replay(tree):
+    tf = tree.wrap(lambda x: (x, x * 2), name="f")
+    for _ in range(3):
+        out = tf(torch.zeros(4))
+        del out
+    a, b = tf(torch.ones(4))  # a replay; keep the output that is input 0
+    del b
+    c, d = tf(torch.full((4,), 7.0))
+    assert same(a, torch.ones(4)), f"kept output now holds {a.tolist()}"
+
+
+def test_output_aliasing_a_static_input_is_that_input(tree):
+    tf = tree.wrap(lambda x, w: (w, x * w), static=(1,), name="f")
+    x, w = data(4), data(4, seed=1)
+    for _ in range(3):
+        a, b = tf(x, w)
+        assert a is w or a.data_ptr() == w.data_ptr()
+        assert same(b, x * w)
+        del a, b
+    assert tree.snapshot().node(1).outputs[0].alias_of == "input 1"
+
+
 # -- the tree's shape -------------------------------------------------------------------------
 def chain_tree():
     tree = cgviz.Tree("sim")
@@ -196,6 +223,18 @@ def test_chain_records_a_root_and_children_then_replays_the_path():
         ("execute", 5, 4),
     ]
     assert snap.path == [3, 4, 5] and snap.current_node == 5
+
+
+@pytest.mark.xfail(
+    reason="engine bug: warmup steps never carry step.parent (Tree._warmup does not pass it), although "
+    "the warmup node has a parent in the snapshot",
+    strict=True,
+)
+def test_warmup_step_under_a_node_carries_its_parent():
+    tree, f, g, _ = chain_tree()
+    z = g(f(data(8)))
+    warmups = steps_of(tree, "warmup")
+    assert [(s.node, s.parent) for s in warmups] == [(0, None), (1, 0)]
 
 
 def test_function_called_under_a_different_parent_records_a_new_child(tree):
@@ -676,35 +715,38 @@ def test_snapshot_pool_blocks_belong_to_each_live_output():
     F = tree.wrap(lambda x: (x * 2, x.exp()), name="F")
     G = tree.wrap(lambda a: a + 1, name="G")
     x = data(64)
-    for _ in range(2):
+    for call in ("warmup", "record", "execute"):
         a, b = F(x)
         c = G(a)
+        assert last_step(tree).kind == call
         snap = tree.snapshot()
-        owned = {(blk.node, blk.output): blk for seg in snap.segments for blk in seg.blocks if blk.allocated}
+        owned = {(blk.node, blk.output): blk for seg in snap.segments for blk in seg.blocks}
         live = [(n, o) for n in snap.nodes for o in n.outputs if o.state == "live" and o.alias_of is None]
         assert len(live) == 3
         for node, out in live:
             blk = owned.get((node.id, out.index))
-            assert blk is not None, f"no block owned by node {node.id} output {out.index}"
+            assert blk is not None, f"{call}: no block owned by node {node.id} output {out.index}"
             assert blk.address == out.address and blk.size >= out.nbytes
             assert blk.owner == f"node {node.id} output {out.index}"
+            if call != "execute":  # a replay bypasses the allocator, so it may call the block free
+                assert blk.allocated
         assert snap.reserved_bytes > 0 and 0 < snap.allocated_bytes <= snap.reserved_bytes
         for seg in snap.segments:  # blocks tile their segment
             assert sum(blk.size for blk in seg.blocks) == seg.size
         del a, b, c
 
 
-@pytest.mark.xfail(
-    reason="engine bug: pool blocks are matched to outputs by exact address, so an output that is a view "
-    "with a storage offset (e.g. (x*2)[2:]) does not own its block ('unowned (intermediate or stale)')",
-    strict=True,
-)
 def test_snapshot_block_of_an_offset_view_output_is_owned_by_that_output(tree):
     tf = tree.wrap(lambda x: (x * 2)[2:], name="f")
-    y = tf(data(8))
-    snap = tree.snapshot()
-    owners = [(blk.node, blk.output) for seg in snap.segments for blk in seg.blocks if blk.allocated]
-    assert (0, 0) in owners
+    for i in range(3):  # warmup, record, replay
+        y = tf(data(8, seed=i))
+        snap = tree.snapshot()
+        node = snap.current_node
+        out = snap.node(node).outputs[0]
+        owned = [blk for seg in snap.segments for blk in seg.blocks if (blk.node, blk.output) == (node, 0)]
+        assert len(owned) == 1, f"call {i}: no block owned by node {node} output 0"
+        assert owned[0].address <= out.address < owned[0].address + owned[0].size
+        del y
 
 
 # -- the pool: sharing memory between branches, checkpoints ------------------------------------

@@ -1,8 +1,9 @@
 """Turns the tree's decisions into Trace steps and snapshots, at the level asked for.
 
 Level None records nothing (the replay path pays one attribute test); "events" records
-steps; "full" adds a Snapshot after each step. Identical consecutive execute steps are
-merged into one step with a repeat count, so long replay loops stay small.
+steps; "full" adds a Snapshot after each step. Repeated work is stored once: when the
+newest k steps (k <= MAX_SPAN) repeat the k before them, they fold into that block's
+repeat count, so a replay loop of any length stays a few steps long.
 """
 
 from __future__ import annotations
@@ -18,12 +19,22 @@ if TYPE_CHECKING:
     from cgviz.engine.tree import Tree
 
 
+MAX_SPAN = 8
+
+
+def _key(step: Step) -> tuple:
+    """What makes two steps the same decision, generation numbers aside."""
+    reason = None if step.kind == "generation" else step.reason
+    return (step.kind, step.function, step.node, step.parent, tuple(map(tuple, step.invalidated)), reason)
+
+
 class Recorder:
     def __init__(self, tree: "Tree", level: Optional[str]) -> None:
         self.tree = tree
         self.level = level
         self.trace = Trace(meta={"trace_level": level})
         self.listeners: list = []  # callables(step), e.g. a live Explorer
+        self._keys: list[tuple] = []  # _key of each stored step
 
     @property
     def meta(self) -> dict:
@@ -56,49 +67,51 @@ class Recorder:
         self._append(step)
 
     def execute(self, node: "Node", start: float) -> None:
-        """An execute step; merged into the previous one when identical."""
         if self.level is None:
-            return
-        duration = time.perf_counter() - start
-        steps = self.trace.steps
-        last = steps[-1] if steps else None
-        if (
-            last is not None
-            and last.kind == "execute"
-            and last.node == node.id
-            and last.generation == self.tree.generation
-        ):
-            last.repeat += 1
-            last.duration += duration
-            if self.level == "full":
-                last.snapshot = self.snapshot()
-            for listener in self.listeners:
-                listener(last)
             return
         parent = node.parent
         where = "a root" if parent is None else f"under node {parent.id}"
-        reason = (
+        self.step(
+            "execute",
             f"{node.variant.label} replays node {node.id} ({where}): static inputs in place "
-            "and the path's live outputs as at recording"
-        )
-        step = Step(
-            index=len(steps),
-            kind="execute",
-            reason=reason,
-            generation=self.tree.generation,
+            "and the path's live outputs as at recording",
+            start=start,
             function=node.variant.label,
             node=node.id,
             parent=None if parent is None else parent.id,
-            duration=duration,
         )
-        self._append(step)
 
     def _append(self, step: Step) -> None:
         if self.level == "full":
             step.snapshot = self.snapshot()
         self.trace.steps.append(step)
+        self._keys.append(_key(step))
+        shown = self._fold() or step
         for listener in self.listeners:
-            listener(step)
+            listener(shown)
+
+    def _fold(self) -> Optional[Step]:
+        """Fold the newest k steps into the identical block just before them, if there is one."""
+        steps, keys = self.trace.steps, self._keys
+        n = len(steps)
+        for k in range(1, min(MAX_SPAN, n // 2) + 1):
+            if keys[n - k :] != keys[n - 2 * k : n - k]:
+                continue
+            new, old = steps[n - k :], steps[n - 2 * k : n - k]
+            end = old[-1]
+            if any(s.repeat != 1 for s in new) or any(s.repeat != 1 or s.span != 1 for s in old[:-1]):
+                continue
+            if end.repeat != 1 and end.span != k:
+                continue
+            for kept, again in zip(old, new):
+                kept.duration += again.duration
+                if again.snapshot is not None:
+                    kept.snapshot = again.snapshot
+            end.repeat += 1
+            end.span = k
+            del steps[n - k :], keys[n - k :]
+            return end
+        return None
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

@@ -101,8 +101,11 @@ class Snapshot:
 class Step:
     """One decision of the tree, with the reason for it in plain words.
 
-    `repeat` > 1 means this step happened that many times in a row, identically
-    (only execute steps are merged; `duration` is then the total).
+    Repeated work is stored once: `repeat` > 1 with `span` k means the k steps ending
+    here (this one and the k-1 before it) happened `repeat` times in a row, identically
+    but for their generation numbers (a replay loop: path_end, execute, execute, ...).
+    Those steps keep their first occurrence's generation, the snapshot of the latest,
+    and the total duration.
     """
 
     index: int
@@ -114,6 +117,7 @@ class Step:
     parent: Optional[int] = None
     duration: float = 0.0
     repeat: int = 1
+    span: int = 1
     invalidated: list[list[int]] = field(default_factory=list)  # [node, output] pairs
     snapshot: Optional[Snapshot] = None
 
@@ -127,7 +131,7 @@ class Step:
             text += f" → node {self.node}"
         text += f" · generation {self.generation}"
         if self.repeat > 1:
-            text += f" · ×{self.repeat}"
+            text += f" · ×{self.repeat}" + (f" (last {self.span} steps)" if self.span > 1 else "")
         return text
 
 
@@ -142,16 +146,33 @@ class Trace:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def repeats(self) -> list[int]:
+        """How many times each stored step happened (blocks counted for each of their steps)."""
+        times = [1] * len(self.steps)
+        for end, step in enumerate(self.steps):
+            for k in range(end - step.span + 1, end + 1):
+                times[k] = step.repeat
+        return times
+
+    def expanded(self) -> list[Step]:
+        """Every decision in order, repeated blocks unrolled (the same Step objects again)."""
+        out: list[Step] = []
+        for step in self.steps:
+            out.append(step)
+            if step.repeat > 1:
+                out.extend(out[-step.span :] * (step.repeat - 1))
+        return out
+
     @property
     def calls(self) -> int:
         """Number of decisions the steps stand for, counting repeats."""
-        return sum(s.repeat for s in self.steps)
+        return sum(self.repeats())
 
     def counts(self) -> dict[str, int]:
         """How many steps of each kind (repeats counted)."""
         out = {k: 0 for k in STEP_KINDS}
-        for s in self.steps:
-            out[s.kind] += s.repeat
+        for step, times in zip(self.steps, self.repeats()):
+            out[step.kind] += times
         return out
 
     def last_snapshot(self) -> Optional[Snapshot]:
