@@ -27,12 +27,16 @@ def data(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def kinds(tree, start: int = 0) -> list[str]:
+def kinds(tree, start: int | None = None) -> list[str]:
+    """Kinds of every decision, repeated blocks unrolled; or of the steps stored from `start` on."""
+    if start is None:
+        return [s.kind for s in tree.trace.expanded()]
     return [s.kind for s in tree.trace.steps[start:]]
 
 
 def steps_of(tree, kind: str) -> list:
-    return [s for s in tree.trace.steps if s.kind == kind]
+    """Every decision of this kind, in order (repeated blocks unrolled)."""
+    return [s for s in tree.trace.expanded() if s.kind == kind]
 
 
 def last_step(tree):
@@ -650,8 +654,8 @@ def test_trace_events_records_steps_without_snapshots():
 def test_trace_full_takes_a_snapshot_after_each_step():
     tree = cgviz.Tree("sim", trace="full")
     run_loop(tree)
-    steps = tree.trace.steps
-    assert steps and all(s.snapshot is not None for s in steps)
+    steps = tree.trace.expanded()
+    assert all(s.snapshot is not None for s in tree.trace.steps)
     assert [len(s.snapshot.nodes) for s in steps] == [1, 1, 2, 2, 2, 2, 2]
     assert [s.snapshot.state for s in steps] == [
         "warmup", "none", "recording", "none", "execution", "none", "execution"
@@ -665,21 +669,29 @@ def test_step_indices_are_positions_and_trace_counts_add_up():
     assert [s.index for s in tree.trace.steps] == list(range(len(tree.trace.steps)))
     counts = tree.trace.counts()
     assert counts["warmup"] == 1 and counts["record"] == 1 and counts["execute"] == 4
-    assert tree.trace.calls == sum(counts.values())
+    assert tree.trace.calls == sum(counts.values()) == len(tree.trace.expanded())
 
 
-@pytest.mark.xfail(
-    reason="engine bug: run-length merging of execute steps never triggers in a replay loop, because a "
-    "path_end step (or, with mark_step(), a generation step) always sits between two executes",
-    strict=True,
-)
-def test_consecutive_identical_execute_steps_merge_into_one_with_a_repeat_count():
+def test_a_replay_loop_folds_into_a_few_stored_steps_with_repeat_counts():
     tree = cgviz.Tree("sim")
     run_loop(tree, calls=50)
-    executes = steps_of(tree, "execute")
-    assert tree.trace.counts()["execute"] == 48
-    assert max(s.repeat for s in executes) > 1
-    assert len(tree.trace.steps) < 10  # a long replay loop stays small
+    trace = tree.trace
+    assert len(trace.steps) < 10  # a long replay loop stays small
+    folded = [s for s in trace.steps if s.repeat > 1]
+    assert folded and all(s.span >= 1 for s in folded)
+    assert trace.counts()["execute"] == 48 and trace.counts()["record"] == 1
+    # warmup, then path_end + (record | execute) for each later call
+    assert trace.calls == 99 == len(trace.expanded())
+    assert [s.kind for s in trace.expanded()[-4:]] == ["path_end", "execute", "path_end", "execute"]
+    assert "×" in folded[-1].headline()
+
+
+def test_folded_steps_keep_the_latest_snapshot():
+    tree = cgviz.Tree("sim")
+    run_loop(tree, calls=10)
+    last = tree.trace.steps[-1]
+    assert last.repeat > 1 and last.kind == "execute"
+    assert last.snapshot.node(1).replays == 8
 
 
 # -- snapshots --------------------------------------------------------------------------------
@@ -710,30 +722,63 @@ def test_snapshot_shows_nodes_path_state_and_output_liveness():
         snap.node(99)
 
 
-def test_snapshot_pool_blocks_belong_to_each_live_output():
+def owners_of_live_outputs(snap) -> dict:
+    """(node, output) of each live output that owns its memory -> the Block it owns, or None."""
+    owned = {(blk.node, blk.output): blk for seg in snap.segments for blk in seg.blocks}
+    return {
+        (n.id, o.index): owned.get((n.id, o.index))
+        for n in snap.nodes
+        for o in n.outputs
+        if o.state == "live" and o.alias_of is None
+    }
+
+
+def two_function_tree():
     tree = cgviz.Tree("sim")
     F = tree.wrap(lambda x: (x * 2, x.exp()), name="F")
     G = tree.wrap(lambda a: a + 1, name="G")
+    return tree, F, G
+
+
+def test_snapshot_pool_blocks_belong_to_each_live_output_at_warmup_and_record():
+    tree, F, G = two_function_tree()
     x = data(64)
-    for call in ("warmup", "record", "execute"):
+    for call in ("warmup", "record"):
         a, b = F(x)
         c = G(a)
         assert last_step(tree).kind == call
         snap = tree.snapshot()
-        owned = {(blk.node, blk.output): blk for seg in snap.segments for blk in seg.blocks}
-        live = [(n, o) for n in snap.nodes for o in n.outputs if o.state == "live" and o.alias_of is None]
-        assert len(live) == 3
-        for node, out in live:
-            blk = owned.get((node.id, out.index))
-            assert blk is not None, f"{call}: no block owned by node {node.id} output {out.index}"
-            assert blk.address == out.address and blk.size >= out.nbytes
-            assert blk.owner == f"node {node.id} output {out.index}"
-            if call != "execute":  # a replay bypasses the allocator, so it may call the block free
-                assert blk.allocated
+        owners = owners_of_live_outputs(snap)
+        assert len(owners) == 3
+        for (node, index), blk in owners.items():
+            assert blk is not None, f"{call}: no block owned by node {node} output {index}"
+            out = snap.node(node).outputs[index]
+            assert blk.allocated and blk.address == out.address and blk.size >= out.nbytes
+            assert blk.owner == f"node {node} output {index}"
         assert snap.reserved_bytes > 0 and 0 < snap.allocated_bytes <= snap.reserved_bytes
         for seg in snap.segments:  # blocks tile their segment
             assert sum(blk.size for blk in seg.blocks) == seg.size
         del a, b, c
+
+
+@pytest.mark.xfail(
+    reason="engine bug: after a replay the allocator's view is stale (one big free block), and the "
+    "snapshot lets only one live output claim that block, so the other live outputs own no block",
+    strict=True,
+)
+def test_snapshot_pool_blocks_belong_to_each_live_output_after_a_replay():
+    tree, F, G = two_function_tree()
+    x = data(64)
+    for _ in range(2):
+        a, b = F(x)
+        c = G(a)
+        del a, b, c
+    a, b = F(x)
+    c = G(a)
+    assert last_step(tree).kind == "execute"
+    owners = owners_of_live_outputs(tree.snapshot())
+    assert len(owners) == 3
+    assert all(blk is not None for blk in owners.values()), owners
 
 
 def test_snapshot_block_of_an_offset_view_output_is_owned_by_that_output(tree):

@@ -25,7 +25,7 @@ from typing import Optional
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -87,6 +87,20 @@ class Held:
     label: str
 
 
+@st.composite
+def programs(draw):
+    """A short loop body, as a training or inference step: calls fed by fresh inputs or by an
+    earlier call's first output; `keep` are the calls whose outputs the user keeps afterwards."""
+    n = draw(st.integers(1, 4))
+    ops = []
+    for j in range(n):
+        name = draw(st.sampled_from(["f", "g", "h", "pair", "k"]))
+        src = draw(st.integers(-1, j - 1))  # -1: a fresh input
+        ops.append((name, src))
+    keep = draw(st.sets(st.integers(0, n - 1), max_size=2))
+    return ops, sorted(keep)
+
+
 class TreeMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -94,6 +108,7 @@ class TreeMachine(RuleBasedStateMachine):
         self.held: list[Held] = []
         self.w: Optional[torch.Tensor] = None
         self.calls = 0
+        self.kept_last = 0
 
     # -- setup -------------------------------------------------------------------------------
     @initialize(level=st.sampled_from(["events", "full"]), seed=st.integers(0, 2**16))
@@ -112,49 +127,114 @@ class TreeMachine(RuleBasedStateMachine):
             if not e.invalid and (shape is None or tuple(e.expected.shape) == shape)
         ]
 
-    def pick_input(self, data, shape=None) -> tuple[torch.Tensor, str]:
-        """A held valid tensor (often a live tree output) or a fresh random one."""
+    def pick_input(self, data, shape=None) -> tuple[torch.Tensor, bool]:
+        """A held valid tensor (often a live tree output) or a fresh random one; and whether
+        it is a tree output."""
         candidates = self.valid(shape)
         if candidates and data.draw(st.booleans(), label="use held"):
-            i = candidates[data.draw(st.integers(0, len(candidates) - 1), label="held index")]
-            return self.held[i].t, f"held[{i}]"
+            e = self.held[candidates[data.draw(st.integers(0, len(candidates) - 1), label="held index")]]
+            return e.t, e.tree
         n = shape[0] if shape is not None else data.draw(st.sampled_from(SIZES), label="size")
         seed = data.draw(st.integers(0, 2**16), label="seed")
         x = torch.randn(n, generator=torch.Generator().manual_seed(seed))
         if data.draw(st.booleans(), label="hold input"):
             self.held.append(Held(x, plain(x), False, False, f"input #{self.calls}"))
-        return x, f"fresh({n}, seed={seed})"
+        return x, False
 
     def last_kind(self) -> str:
         return self.tree.trace.steps[-1].kind
 
-    def call(self, name: str, args: tuple) -> None:
+    def call(self, name: str, args: tuple, tree_args: tuple) -> None:
+        """Call the wrapped `name` on `args`; `tree_args[i]`: args[i] is memory of a live tree output."""
         expected = leaves(FUNCTIONS.get(name, h)(*[plain(a) for a in args]))  # eager first
         out = leaves(self.fns[name](*args))
-        kind = self.last_kind()
+        step = self.tree.trace.steps[-1]
+        kind = step.kind
         assert kind in ("warmup", "record", "execute", "eager"), kind
+        event(f"call: {kind}")
+        if kind == "record":
+            # inputs that are live outputs of the path stay in place; all others are copied in
+            node = self.tree.nodes[step.node]
+            static = self.fns[name].static
+            for i, is_tree in enumerate(tree_args):
+                if i in static or args[i].numel() == 0:
+                    continue
+                if is_tree:
+                    assert i in node.managed_addresses, f"input {i} is a live tree output but was not managed"
+                else:
+                    assert i in node.copy_inputs, f"input {i} is user memory but is not copied into the graph"
         assert len(out) == len(expected)
         for j, (got, exp) in enumerate(zip(out, expected)):
             assert torch.equal(got, exp), f"{name} output {j} ({kind}) differs from eager"
-            self.held.append(Held(got, exp, kind != "eager", False, f"{name}#{self.calls}.{j} ({kind})"))
+            # a tree output owns pool memory, unless the tree fell back to eager or it is empty
+            owned = kind != "eager" and got.untyped_storage().nbytes() > 0
+            self.held.append(Held(got, exp, owned, False, f"{name}#{self.calls}.{j} ({kind})"))
         self.calls += 1
 
     # -- rules -------------------------------------------------------------------------------
     @rule(name=st.sampled_from(["f", "g", "pair"]), data=st.data())
     def call_unary(self, name: str, data) -> None:
-        x, _ = self.pick_input(data)
-        self.call(name, (x,))
+        x, is_tree = self.pick_input(data)
+        self.call(name, (x,), (is_tree,))
 
     @rule(data=st.data())
     def call_static(self, data) -> None:
-        x, _ = self.pick_input(data, shape=(W_SIZE,))
-        self.call("h", (x, self.w))
+        x, is_tree = self.pick_input(data, shape=(W_SIZE,))
+        self.call("h", (x, self.w), (is_tree, False))
+
+    @rule(
+        program=programs(),
+        size=st.sampled_from(SIZES),
+        repeats=st.integers(1, 4),
+        between=st.sampled_from(["nothing", "mark_step", "drop_kept"]),
+        seed=st.integers(0, 2**16),
+    )
+    def loop(self, program, size: int, repeats: int, between: str, seed: int) -> None:
+        """Run a program several times, as a loop: the replays the tree is for."""
+        ops, keep = program
+        for r in range(repeats):
+            if r:
+                if between == "mark_step":
+                    self.mark_step()
+                elif between == "drop_kept":
+                    self.held = self.held[: len(self.held) - self.kept_last]
+                self.check_all()
+            results = []  # (first output, is a tree output) of each op
+            before = len(self.held)
+            for j, (name, src) in enumerate(ops):
+                if src < 0:
+                    x = torch.randn(size, generator=torch.Generator().manual_seed(seed + 101 * r + j))
+                    is_tree = False
+                else:
+                    x, is_tree = results[src]
+                if name == "h" and tuple(x.shape) != (W_SIZE,):
+                    name = "f"
+                args, tree_args = ((x, self.w), (is_tree, False)) if name == "h" else ((x,), (is_tree,))
+                n = len(self.held)
+                self.call(name, args, tree_args)
+                results.append((self.held[n].t, self.held[n].tree))
+            # the loop body's temporaries die; the kept calls' outputs stay held
+            new = self.held[before:]
+            starts = [before]
+            for j, (name, _) in enumerate(ops):
+                starts.append(starts[-1] + (3 if name == "pair" else 1))
+            kept = [e for j in keep for e in self.held[starts[j] : starts[j + 1]]]
+            del self.held[before:], new, results, x, args
+            self.held.extend(kept)
+            self.kept_last = len(kept)
+            del kept
+
+    def check_all(self) -> None:
+        self.held_values()
+        self.live_outputs_on_current_path()
+        self.held_tree_outputs_are_live()
+        self.live_blocks_disjoint_and_owned()
 
     @rule(data=st.data(), fail=st.booleans())
     def call_failing(self, data, fail: bool) -> None:
-        x, _ = self.pick_input(data)
+        x, is_tree = self.pick_input(data)
         if not fail:
-            self.call("k", (x,))
+            self.call("k", (x,), (is_tree,))
             return
         FAIL[0] = True
         try:
@@ -163,6 +243,15 @@ class TreeMachine(RuleBasedStateMachine):
         finally:
             FAIL[0] = False
         assert self.last_kind() == "error"
+
+    @precondition(lambda self: any(not e.invalid for e in self.held))
+    @rule(data=st.data(), which=st.sampled_from(["even", "tail", "head"]))
+    def take_view(self, data, which: str) -> None:
+        """The user keeps a view of a held tensor: it keeps the output live and is invalidated with it."""
+        candidates = self.valid()
+        e = self.held[candidates[data.draw(st.integers(0, len(candidates) - 1), label="view of")]]
+        view = {"even": lambda t: t[::2], "tail": lambda t: t[1:], "head": lambda t: t[:3]}[which]
+        self.held.append(Held(view(e.t), view(e.expected), e.tree, False, f"{which} view of {e.label}"))
 
     @precondition(lambda self: self.held)
     @rule(data=st.data())
@@ -210,6 +299,14 @@ class TreeMachine(RuleBasedStateMachine):
             touch()
         if how in ("f", "h"):
             assert self.last_kind() == "error"
+
+    def teardown(self) -> None:
+        if self.tree is not None:
+            for kind in sorted({s.kind for s in self.tree.trace.steps}):
+                event(f"trace has a {kind} step")
+            depth = max((len(n.path) for n in self.tree.nodes), default=0)
+            event(f"deepest node: {'0' if not depth else '1' if depth == 1 else '2-4' if depth < 5 else '5+'}")
+        FAIL[0] = False
 
     # -- invariants --------------------------------------------------------------------------
     @invariant()

@@ -34,6 +34,7 @@ CUDA_NAMES: dict[str, tuple[str, ...]] = {
     "set_storage_access_error_msg": ("_set_storage_data_ptr_access_error_msg", "_set_storage_access_error_msg"),
     "free_and_remove_deleter": ("_free_And_Remove_DeleterFn",),
     "has_standard_deleter": ("_has_Standard_Deleter",),
+    "construct_tensor": ("_construct_CUDA_Tensor_From_Storage_And_Metadata",),
 }
 
 FOUND: dict[str, Optional[str]] = {}
@@ -53,9 +54,21 @@ def cuda_function(need: str) -> Callable:
     return fn
 
 
-def storage_error_takes_storage() -> bool:
-    """Newer torch marks the storage (by weak pointer); older torch marks it through a tensor."""
-    return FOUND["set_storage_access_error_msg"] == "_set_storage_data_ptr_access_error_msg"
+# Newer torch marks a storage as inaccessible by weak pointer; older torch through a tensor.
+STORAGE_ERROR_TAKES_STORAGE = FOUND["set_storage_access_error_msg"] == "_set_storage_data_ptr_access_error_msg"
+
+
+def tensor_builder(device: Any) -> Callable[[dict, Any], Any]:
+    """(metadata, storage) -> tensor on that storage; the fast private builder when present."""
+    fast = _FUNCS.get("construct_tensor")
+    if fast is not None:
+        return fast
+
+    def build(meta: dict, storage: Any) -> Any:
+        t = torch.empty(0, dtype=meta["dtype"], device=device)
+        return t.set_(storage, meta["storage_offset"], meta["size"], meta["stride"])
+
+    return build
 
 
 def storage_from_weak(weak_ptr: int) -> Any:

@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine import _torch_compat as compat
 from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
-from cgviz.engine.watch import RunWatcher
+from cgviz.engine.watch import RunWatcher, rebase
 
 _REQUIRED = (
     "begin_allocate_to_pool",
@@ -46,7 +46,7 @@ class CudaRef:
     def __init__(self, storage: torch.UntypedStorage, tensors: list) -> None:
         self.weak = StorageWeakRef(storage)
         # older torch marks a storage through one of its tensors
-        self.tensors = None if compat.storage_error_takes_storage() else [weakref.ref(t) for t in tensors]
+        self.tensors = None if compat.STORAGE_ERROR_TAKES_STORAGE else [weakref.ref(t) for t in tensors]
 
     def alive(self) -> bool:
         return not self.weak.expired()
@@ -73,10 +73,7 @@ class _Leaf:
     kind: str  # "pool" | "input" | "external" | "constant"
     group: int = -1
     index: int = -1  # input index for "input"
-    offset: int = 0
-    size: tuple = ()
-    stride: tuple = ()
-    dtype: Any = None
+    meta: Optional[dict] = None  # size, stride, dtype, storage_offset: to rebuild the tensor
     value: Any = None  # the tensor for "external", the value for "constant"
 
 
@@ -88,6 +85,7 @@ class CudaGraph:
     leaves: list[_Leaf]
     spec: Any
     copy_dst: list[torch.Tensor] = field(default_factory=list)
+    single: bool = False  # the function returns one tensor: no pytree on the replay path
 
 
 class CudaBackend:
@@ -103,6 +101,8 @@ class CudaBackend:
         self.index = index
         for need in _REQUIRED:
             compat.cuda_function(need)  # fail now, naming the torch version, not mid-run
+        self._make_storage = compat.cuda_function("construct_storage_from_data_pointer")
+        self._build = compat.tensor_builder(self.device)
         with torch.cuda.device(self.device):
             self.pool = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(self.device)
@@ -122,7 +122,7 @@ class CudaBackend:
         }
 
     def unsupported_input(self, t: torch.Tensor) -> Optional[str]:
-        if t.device != self.device:
+        if not t.is_cuda or t.get_device() != self.index:
             if t.device.type == "cpu" and t.dim() == 0:
                 return f"is a CPU scalar tensor; the tree is on {self.device} and a graph would bake in its value"
             return f"is on {t.device}, but the tree is on {self.device}"
@@ -208,34 +208,47 @@ class CudaBackend:
                 st = leaf.untyped_storage()
                 groups[index] = (st.data_ptr(), st.nbytes())
         cuda_graph = CudaGraph(graph, buffers, [groups[g] for g in sorted(groups)], [], spec)
-        for leaf, (kind, index) in zip(leaves, plan):
+        for k, (leaf, (kind, index)) in enumerate(zip(leaves, plan)):
             cuda_graph.leaves.append(_leaf_plan(leaf, kind, index))
+            if kind == "input":  # kept relative to the input, rebuilt on the caller's tensor
+                cuda_graph.leaves[-1].meta["storage_offset"] -= inputs[index].storage_offset()
+                if index in buffers:
+                    leaves[k] = rebase(leaf, inputs[index], args[index])
+        out = tree_unflatten(leaves, spec)
         input_buffers = {i: b.data_ptr() for i, b in buffers.items()}
         # As torch's trees do, the input buffers go back to the pool: only this graph writes
         # them, when it replays, and then nothing recorded after it is live.
-        make_storage = compat.cuda_function("construct_storage_from_data_pointer")
         for i, buf in list(buffers.items()):
-            st = make_storage(buf.data_ptr(), self.device, buf.untyped_storage().nbytes())
+            st = self._make_storage(buf.data_ptr(), self.device, buf.untyped_storage().nbytes())
             buffers[i] = torch.empty(0, dtype=buf.dtype, device=self.device).set_(st, 0, buf.size(), buf.stride())
         cuda_graph.copy_dst = [buffers[i] for i in copy_inputs]
+        cuda_graph.single = isinstance(out, torch.Tensor) and plan[0][0] == "pool"
         return RunResult(out, infos, cuda_graph, input_buffers)
 
     def replay(self, graph: CudaGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
-        if copy_inputs:
+        if len(copy_inputs) == 1:  # one copy_ launches faster than a foreach of one
+            graph.copy_dst[0].copy_(args[copy_inputs[0]])
+        elif copy_inputs:
             compat.foreach_copy(graph.copy_dst, [args[i] for i in copy_inputs])
         graph.graph.replay()
-        make_storage = compat.cuda_function("construct_storage_from_data_pointer")
-        storages = [make_storage(ptr, self.device, nbytes) for ptr, nbytes in graph.groups]
+        storages = [self._make_storage(ptr, self.device, nbytes) for ptr, nbytes in graph.groups]
+        if graph.single:
+            t = self._build(graph.leaves[0].meta, storages[0])
+            ref = CudaRef(storages[0], (t,))
+            return t, [ref]
         group_tensors: list[list] = [[] for _ in storages]
         user_leaves, refs_at = [], []
         for plan in graph.leaves:
             if plan.kind == "pool":
-                t = _view(storages[plan.group], plan, self.device)
+                t = self._build(plan.meta, storages[plan.group])
                 group_tensors[plan.group].append(t)
                 refs_at.append(plan.group)
-            elif plan.kind == "input":
-                source = graph.buffers.get(plan.index, args[plan.index])
-                t = _view(source.untyped_storage(), plan, self.device)
+            elif plan.kind == "input":  # as in eager: a view of the caller's tensor
+                target = args[plan.index]
+                t = target.new_empty(0).set_(
+                    target.untyped_storage(), plan.meta["storage_offset"] + target.storage_offset(),
+                    plan.meta["size"], plan.meta["stride"],
+                )
                 refs_at.append(None)
             elif plan.kind == "external":
                 t = plan.value
@@ -299,13 +312,15 @@ def _leaf_plan(leaf: Any, kind: str, index: int) -> _Leaf:
         return _Leaf("constant", value=leaf)
     if kind == "external":
         return _Leaf("external", value=leaf)
-    plan = _Leaf(kind, offset=leaf.storage_offset(), size=tuple(leaf.size()), stride=tuple(leaf.stride()), dtype=leaf.dtype)
+    meta = {
+        "nbytes": leaf.untyped_storage().nbytes(),
+        "data_ptr": leaf.untyped_storage().data_ptr(),
+        "size": leaf.size(),
+        "stride": leaf.stride(),
+        "dtype": leaf.dtype,
+        "device": leaf.device,
+        "storage_offset": leaf.storage_offset(),
+    }
     if kind == "pool":
-        plan.group = index
-    else:
-        plan.index = index
-    return plan
-
-
-def _view(storage: torch.UntypedStorage, plan: _Leaf, device: torch.device) -> torch.Tensor:
-    return torch.empty(0, dtype=plan.dtype, device=device).set_(storage, plan.offset, plan.size, plan.stride)
+        return _Leaf(kind, group=index, meta=meta)
+    return _Leaf(kind, index=index, meta=meta)

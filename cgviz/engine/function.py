@@ -59,7 +59,7 @@ class TreeFunction:
 
 def signature_key(args: tuple) -> tuple:
     """What must match for a graph to take these inputs: per tensor shape, stride, dtype."""
-    return tuple((a.shape, a.stride(), a.dtype) for a in args)
+    return tuple([(a.shape, a.stride(), a.dtype) for a in args])
 
 
 def describe_signature(args: tuple) -> str:

@@ -70,6 +70,18 @@ class Node:
         ref = self.leaves[index].ref
         return ref is not None and index not in self.invalid and ref.alive()
 
+    def path_is_live(self) -> bool:
+        """Is any output of this node or its ancestors still referenced? (the hot path's test)"""
+        node: Optional[Node] = self
+        while node is not None:
+            invalid = node.invalid
+            for i, leaf in enumerate(node.leaves):
+                ref = leaf.ref
+                if ref is not None and i not in invalid and ref.alive():
+                    return True
+            node = node.parent
+        return False
+
     def live_outputs(self) -> list[int]:
         return [i for i in range(len(self.leaves)) if self.output_alive(i)]
 

@@ -250,6 +250,23 @@ class PoolModel:
         self._live = {b.address: seg for seg in self._segments for b in seg.blocks if b.allocated}
         self._next_address = state.next_address
 
+    def apply_checkpoint(self, state: PoolState) -> None:
+        """Set the blocks back to ``state`` as the allocator's setCheckpointPoolState does.
+
+        Unlike :meth:`restore`, memory stays reserved: segments made since the
+        checkpoint remain, entirely free, and new segments keep new addresses.
+        """
+        kept = {s.address for s in state.segments}
+        newer = [
+            _Segment(s.address, s.size, s.kind, [BlockInfo(s.address, s.size, 0, False)])
+            for s in self._segments
+            if s.address not in kept
+        ]
+        next_address = self._next_address
+        self.restore(state)
+        self._segments = sorted(self._segments + newer, key=lambda seg: seg.address)
+        self._next_address = max(next_address, state.next_address)
+
     # -- introspection ------------------------------------------------------
 
     def segments(self) -> list[SegmentInfo]:

@@ -21,7 +21,7 @@ from cgviz.engine._torch_compat import storage_id, storage_use_count
 from cgviz.engine.backend import LeafInfo, RawBlock, RawSegment, RunResult
 from cgviz.engine.pool_model import PoolModel
 from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
-from cgviz.engine.watch import RunWatcher
+from cgviz.engine.watch import RunWatcher, rebase
 
 class SimRef:
     """Liveness of one output storage, and the guard that invalidates its tensors."""
@@ -54,6 +54,7 @@ class _LeafPlan:
     size: tuple = ()
     stride: tuple = ()
     dtype: Any = None
+    index: int = -1  # the input an "alias" leaf views, or -1
 
 
 @dataclass
@@ -128,10 +129,11 @@ class SimBackend:
             del self._addresses[sid]
 
     def checkpoint(self) -> Any:
+        self.collect()  # the recording's intermediates are dead by now
         return self.pool.checkpoint()
 
     def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
-        self.pool.restore(state)
+        self.pool.apply_checkpoint(state)
         self._tracked = {address: ref for address, ref in live}
         for address in dict.fromkeys(dead_addresses):
             self._free(address)
@@ -160,7 +162,7 @@ class SimBackend:
         with watcher:
             out = fn(*inputs)
         leaves, spec = tree_flatten(out)
-        infos, user_leaves = self._describe(leaves, inputs, watcher.new_storages, kept=None)
+        infos, user_leaves = self._describe(leaves, inputs, inputs, watcher.new_storages, kept=None)
         return RunResult(tree_unflatten(user_leaves, spec), infos, capture_blocker=watcher.capture_blocker())
 
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
@@ -186,7 +188,8 @@ class SimBackend:
             self._free(address)  # as on a GPU: only this graph writes its input buffers, when it replays
         leaves, spec = tree_flatten(out)
         graph = SimGraph(fn, buffers, [], [], spec)
-        infos, user_leaves = self._describe(leaves, inputs, watcher.new_storages, kept=graph)
+        originals = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
+        infos, user_leaves = self._describe(leaves, inputs, originals, watcher.new_storages, kept=graph)
         return RunResult(tree_unflatten(user_leaves, spec), infos, graph, input_buffers)
 
     def replay(self, graph: SimGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
@@ -207,12 +210,14 @@ class SimBackend:
                 user_leaves.append(wrap(view, guards[plan.group]))
                 refs.append(group_refs[plan.group])
             else:
+                if plan.index in graph.buffers:
+                    leaf = rebase(leaf, graph.buffers[plan.index], unwrap(args[plan.index]))
                 user_leaves.append(leaf)
                 if isinstance(leaf, torch.Tensor):
                     refs.append(None)
         return tree_unflatten(user_leaves, graph.spec), refs
 
-    def _describe(self, leaves: list, inputs: list, allocated: set[int], kept: Optional[SimGraph]):
+    def _describe(self, leaves: list, inputs: list, originals: list, allocated: set[int], kept: Optional[SimGraph]):
         """Classify each output leaf: own pool memory of this run (grouped by storage) or an alias.
 
         With `kept` (a recording), pool storages become the graph's static storages.
@@ -232,11 +237,14 @@ class SimBackend:
             st = leaf.untyped_storage()
             sid = storage_id(st)
             if sid not in allocated or st.nbytes() == 0:
-                alias = f"input {input_storages[sid]}" if sid in input_storages else "external"
+                index = input_storages.get(sid, -1)
+                alias = f"input {index}" if index >= 0 else "external"
+                if index >= 0 and inputs[index] is not originals[index]:  # a copied input's buffer
+                    leaf = rebase(leaf, inputs[index], originals[index])
                 user_leaves.append(leaf)
                 infos.append(_info(leaf, self.address(leaf), alias, None))
                 if kept is not None:
-                    kept.plan.append(_LeafPlan("alias", alias))
+                    kept.plan.append(_LeafPlan("alias", alias, index=index))
                 continue
             if sid not in groups:
                 guard = Guard()

@@ -241,12 +241,14 @@ class Tree:
         """End the current path if all its outputs are dead."""
         if self.current is None:
             return False
-        path = self.current.path
-        if any(node.live_outputs() for node in path):
+        if self.current.path_is_live():
             return False
-        ids = "→".join(str(n.id) for n in path)
+        path = self.current.path
         self._end_path()
-        self._recorder.step("path_end", f"all outputs of path {ids} are dead; the next call starts from the roots", start=start)
+        if self._recorder.level is not None:
+            ids = "→".join(str(n.id) for n in path)
+            reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
+            self._recorder.step("path_end", reason, start=start)
         return True
 
     def _end_path(self) -> None:
@@ -316,7 +318,8 @@ class Tree:
             reason += f"; it mutates input {idx} in place, so later calls run eagerly"
         self.state = "warmup"
         self._track_mode(fn)
-        self._recorder.step("warmup", reason, function=variant.label, node=node.id, start=start)
+        parent = None if node.parent is None else node.parent.id
+        self._recorder.step("warmup", reason, function=variant.label, node=node.id, parent=parent, start=start)
         return result.outputs
 
     def _record(self, variant: Variant, args: tuple, mismatches: list[str], start: float) -> Any:
@@ -365,7 +368,8 @@ class Tree:
         outputs, refs = self.backend.replay(node.graph, args, node.copy_inputs)
         for leaf, ref in zip(node.leaves, refs):
             leaf.ref = ref
-        node.invalid = set()
+        if node.invalid:
+            node.invalid = set()
         node.replays += 1
         self.current = node
         self.state = "execution"

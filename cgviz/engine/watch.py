@@ -64,3 +64,13 @@ class RunWatcher(TorchDispatchMode):
         if self.host_sync is None:
             return None
         return f"it copies device memory to the host ({self.host_sync}), which a CUDA graph cannot capture"
+
+
+def rebase(view: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """`view` of `source` rebuilt as the same view of `target` (same layout as `source`).
+
+    An output that aliases an input copied into a graph buffer must alias the caller's
+    tensor, as in eager, not the buffer the next replay overwrites.
+    """
+    offset = view.storage_offset() - source.storage_offset() + target.storage_offset()
+    return target.new_empty(0).set_(target.untyped_storage(), offset, view.size(), view.stride())

@@ -9,7 +9,7 @@ DEV = "cuda"
 
 
 def kinds(tree):
-    return [s.kind for s in tree.trace.steps]
+    return [s.kind for s in tree.trace.expanded()]
 
 
 def test_warmup_record_execute_equal_eager_and_replay_is_a_real_graph():
@@ -36,7 +36,8 @@ def test_replay_outputs_live_in_the_pool_at_the_recorded_address():
     assert y.data_ptr() == tree.nodes[1].leaves[0].address
     snap = tree.snapshot()
     owned = [b for seg in snap.segments for b in seg.blocks if b.node == 1 and b.output == 0]
-    assert owned and owned[0].address == y.data_ptr()
+    assert len(owned) == 1, [(hex(b.address), b.size, b.allocated, b.owner) for s in snap.segments for b in s.blocks]
+    assert owned[0].address <= y.data_ptr() < owned[0].address + owned[0].size
 
 
 def test_mark_step_invalidates_and_access_raises_naming_node_and_generation():

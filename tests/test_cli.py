@@ -1,0 +1,107 @@
+"""The `cgviz` command: demo (text), info and saving a trace run in subprocesses (started
+together, so the file stays quick); usage errors run in-process through cgviz.cli.main."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cgviz.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+HAVE_IO = importlib.util.find_spec("cgviz.trace.io") is not None
+
+
+class Run:
+    """A `python -m cgviz.cli ARGS` subprocess, started at once and awaited on first use."""
+
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cgviz.cli", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        )
+        self._out = None
+
+    def result(self) -> tuple[int, str, str]:
+        if self._out is None:
+            stdout, stderr = self.proc.communicate(timeout=180)
+            self._out = (self.proc.returncode, stdout, stderr)
+        return self._out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "chain.cgtrace.json"
+    # one demo run also saves its trace, once cgviz/trace/io.py exists
+    save = ["-o", str(path)] if HAVE_IO else []
+    started = {
+        "demo": Run("demo", "--backend", "sim", "--text", "--scenario", "chain", *save),
+        "info": Run("info"),
+    }
+    yield started, path
+    for run in started.values():
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
+
+
+def test_demo_chain_prints_steps_reasons_and_the_tree(runs):
+    rc, out, err = runs[0]["demo"].result()
+    assert rc == 0, err
+    assert "Linear chain" in out and "backend sim" in out
+    assert "roots" in out and "node 3" in out and "node 5" in out
+    assert "record g → node 4" in out
+    assert "why: no child for g under node 3" in out  # the reasons are shown
+    assert "all results equal eager" in out
+    assert err == ""
+
+
+def test_info_lists_versions_and_backends(runs):
+    rc, out, err = runs[0]["info"].result()
+    assert rc == 0, err
+    assert "cgviz " in out and "torch " in out
+    assert "sim   available" in out
+    assert "begin_allocate_to_pool" in out
+
+
+@pytest.mark.skipif(not HAVE_IO, reason="cgviz/trace/io.py is not there yet")
+def test_demo_saves_a_trace_that_loads(runs):
+    rc, out, err = runs[0]["demo"].result()
+    import cgviz
+
+    path = runs[1]
+    assert rc == 0, err
+    assert f"trace saved to {path}" in out
+    trace = cgviz.Trace.load(path)
+    assert trace.meta["scenario"] == "chain" and trace.meta["backend"] == "sim"
+    kinds = [s.kind for s in trace.expanded()]
+    assert kinds.count("record") == 3 and kinds.count("execute") == 6
+    assert trace.steps[-1].snapshot is not None
+
+
+def test_demo_with_an_unknown_scenario_exits_2_naming_the_choices(capsys):
+    assert main(["demo", "--backend", "sim", "--scenario", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown scenario 'nope'" in err and "chain" in err and "branching" in err
+
+
+@pytest.mark.parametrize("argv", [[], ["demo", "--backend", "tpu"], ["bogus"]])
+def test_bad_command_lines_are_usage_errors(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "usage" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_demo_on_cuda_without_cuda_exits_1_with_a_clear_message(capsys):
+    assert main(["demo", "--backend", "cuda", "--scenario", "chain"]) == 1
+    err = capsys.readouterr().err
+    assert "CUDA is not available" in err and "sim" in err
