@@ -171,20 +171,19 @@ def test_outputs_sharing_storage_alias_after_replay(tree):
     assert same(b, (fn(x)[0] + 1).view(2, 4))  # writing one output is visible through the other
 
 
-@pytest.mark.xfail(
-    reason="engine bug: an output that aliases a copied (non-static) input is handed back as the graph's "
-    "recorded input buffer, untracked, so the next replay silently overwrites a tensor the caller holds",
-    strict=True,
-)
 def test_output_aliasing_a_copied_input_keeps_its_value_after_the_next_replay(tree):
     tf = tree.wrap(lambda x: (x, x * 2), name="f")
     for _ in range(3):
         out = tf(torch.zeros(4))
         del out
-    a, b = tf(torch.ones(4))  # a replay; keep the output that is input 0
+    ones = torch.ones(4)
+    a, b = tf(ones)  # a replay; keep the output that is input 0
+    assert last_step(tree).kind == "execute"
+    assert a.data_ptr() == ones.data_ptr()  # as eagerly: the caller's own tensor
     del b
     c, d = tf(torch.full((4,), 7.0))
     assert same(a, torch.ones(4)), f"kept output now holds {a.tolist()}"
+    assert tree.snapshot().node(1).outputs[0].alias_of == "input 0"
 
 
 def test_output_aliasing_a_static_input_is_that_input(tree):
@@ -196,6 +195,44 @@ def test_output_aliasing_a_static_input_is_that_input(tree):
         assert same(b, x * w)
         del a, b
     assert tree.snapshot().node(1).outputs[0].alias_of == "input 1"
+
+
+OUTPUT_STRUCTURES = {
+    "dict and list": lambda x: {"a": x + 1, "b": [x * 2, x * 3]},
+    "same tensor twice": lambda x: (x * 2,) * 2,
+    "transposed view": lambda x: (x * 2).view(2, 4).t(),
+    "expanded view": lambda x: (x + 1).expand(3, 8),
+    "view of the input": lambda x: x[1:],
+    "0-dim": lambda x: x.sum(),
+    "int64": lambda x: (x * 10).to(torch.int64),
+    "bool": lambda x: x > 0,
+    "complex": lambda x: torch.view_as_complex((x * 1).view(4, 2)),
+    "zero-size and non-tensor": lambda x: (x * 2, torch.empty(0), 3, None),
+    "in-place on an intermediate": lambda x: (x * 2).add_(1).mul_(3),
+}
+
+
+def flat(out) -> list:
+    return torch.utils._pytree.tree_flatten(out)[0]
+
+
+@pytest.mark.parametrize("structure", list(OUTPUT_STRUCTURES))
+def test_output_structures_replay_equal_to_eager(tree, structure):
+    fn = OUTPUT_STRUCTURES[structure]
+    tf = tree.wrap(fn, name="fn")
+    for i in range(4):
+        x = data(8, seed=i)
+        out, expected = tf(x), fn(x)
+        assert torch.utils._pytree.tree_structure(out) == torch.utils._pytree.tree_structure(expected)
+        got, want = flat(out), flat(expected)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            if isinstance(w, torch.Tensor):
+                assert torch.equal(g, w) and g.shape == w.shape and g.dtype == w.dtype
+            else:
+                assert g == w
+        del out, got, g
+    assert [s.kind for s in tree.trace.expanded()][-2:] == ["path_end", "execute"]
 
 
 # -- the tree's shape -------------------------------------------------------------------------
@@ -229,11 +266,6 @@ def test_chain_records_a_root_and_children_then_replays_the_path():
     assert snap.path == [3, 4, 5] and snap.current_node == 5
 
 
-@pytest.mark.xfail(
-    reason="engine bug: warmup steps never carry step.parent (Tree._warmup does not pass it), although "
-    "the warmup node has a parent in the snapshot",
-    strict=True,
-)
 def test_warmup_step_under_a_node_carries_its_parent():
     tree, f, g, _ = chain_tree()
     z = g(f(data(8)))
@@ -391,7 +423,8 @@ def test_static_input_moving_past_rerecord_limit_runs_eagerly():
     for _ in range(2):
         y = tf(x, w)
         del y
-    y = tf(x, w.clone())  # re-record 1: allowed
+    w2 = w.clone()  # kept alive, so the next clone cannot reuse its address
+    y = tf(x, w2)  # re-record 1: allowed
     assert last_step(tree).kind == "record"
     del y
     nodes = len(tree.nodes)
@@ -842,12 +875,6 @@ def test_sibling_recording_reuses_the_memory_its_dead_sibling_used(tree):
     assert snap.reserved_bytes == reserved_after_ab
 
 
-@pytest.mark.xfail(
-    reason="engine bug: the checkpoint taken after a recording still holds the recording's dead "
-    "intermediates (no collect before checkpoint), so every checkpoint_restore resurrects them as "
-    "'unowned' allocated blocks and a sibling cannot reuse its dead sibling's memory",
-    strict=True,
-)
 def test_checkpoint_restore_leaves_no_dead_intermediates_allocated():
     run = run_scenario("branching", "sim")
     restores = steps_of(run.tree, "checkpoint_restore")
@@ -861,12 +888,6 @@ def test_checkpoint_restore_leaves_no_dead_intermediates_allocated():
     assert b2_node.outputs[0].address == b_node.outputs[0].address
 
 
-@pytest.mark.xfail(
-    reason="engine bug (sim pool model): PoolModel.restore drops segments reserved after the checkpoint "
-    "and rewinds addresses, so reserved memory shrinks at checkpoint_restore; the CUDA allocator's "
-    "setCheckpointPoolState keeps them (free), reserved never shrinks",
-    strict=True,
-)
 def test_checkpoint_restore_never_shrinks_reserved_memory(tree):
     n = 3 * 1024 * 1024  # 12 MiB of float32: each allocation gets a segment of its own size
     A = tree.wrap(lambda x: x * 2, name="A")

@@ -227,7 +227,7 @@ class TreeMachine(RuleBasedStateMachine):
     def check_all(self) -> None:
         self.held_values()
         self.live_outputs_on_current_path()
-        self.held_tree_outputs_are_live()
+        self.liveness_matches_held()
         self.live_blocks_disjoint_and_owned()
 
     @rule(data=st.data(), fail=st.booleans())
@@ -346,15 +346,25 @@ class TreeMachine(RuleBasedStateMachine):
         ]
 
     @invariant()
-    def held_tree_outputs_are_live(self) -> None:
-        """What the user holds, the engine sees as live (else its memory could be reused)."""
+    def liveness_matches_held(self) -> None:
+        """The engine sees as live exactly what the user holds: a held output seen as dead
+        could have its memory reused; an output seen as live after the user dropped it keeps
+        the path from ending (and is invalidated again by the next mark_step)."""
         live = self.live_pool_outputs()
+        storages = []  # (start, end) of the pool storage of each held tree output
         for e in self.held:
-            if e.tree and not e.invalid and e.t.numel() > 0:
-                address = self.tree.backend.address(e.t)
-                assert any(a <= address < a + nb for a, nb, _, _ in live), (
-                    f"{e.label} at {address:#x} is held but no live output of the current path covers it"
-                )
+            if e.tree and not e.invalid:
+                start = self.tree.backend.address(e.t) - e.t.storage_offset() * e.t.element_size()
+                storages.append((start, start + e.t.untyped_storage().nbytes(), e.label))
+                if e.t.numel() > 0:
+                    address = self.tree.backend.address(e.t)
+                    assert any(a <= address < a + nb for a, nb, _, _ in live), (
+                        f"{e.label} at {address:#x} is held but no live output of the current path covers it"
+                    )
+        for address, _, node, out in live:
+            assert any(start <= address < end for start, end, _ in storages), (
+                f"output {out} of node {node} at {address:#x} is live, but the user holds nothing of it"
+            )
 
     @invariant()
     def live_blocks_disjoint_and_owned(self) -> None:

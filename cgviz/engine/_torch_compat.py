@@ -71,9 +71,11 @@ def tensor_builder(device: Any) -> Callable[[dict, Any], Any]:
     return build
 
 
-def storage_from_weak(weak_ptr: int) -> Any:
-    """A strong UntypedStorage from a StorageWeakRef's pointer (caller checked it is alive)."""
-    return torch.UntypedStorage._new_with_weak_ptr(weak_ptr)
+# Weak references to storages, as StorageWeakRef keeps them, without its Python wrapper
+# (the replay path makes one per output).
+storage_weak_ref = torch.UntypedStorage._weak_ref
+weak_ref_expired = torch.UntypedStorage._expired
+free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
 def foreach_copy(dst: list, src: list) -> None:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine import _torch_compat as compat
@@ -39,22 +38,29 @@ _REQUIRED = (
 
 
 class CudaRef:
-    """Liveness of one output storage; invalidation frees it and makes access raise."""
+    """Liveness of one output storage; invalidation frees it and makes access raise.
 
-    __slots__ = ("weak", "tensors")
+    Holds a weak reference to the storage (as StorageWeakRef does, without its wrapper:
+    this object is made for every output of every replay).
+    """
 
-    def __init__(self, storage: torch.UntypedStorage, tensors: list) -> None:
-        self.weak = StorageWeakRef(storage)
+    __slots__ = ("cdata", "tensors")
+
+    def __init__(self, storage: torch.UntypedStorage, tensors) -> None:
+        self.cdata = compat.storage_weak_ref(storage)
         # older torch marks a storage through one of its tensors
         self.tensors = None if compat.STORAGE_ERROR_TAKES_STORAGE else [weakref.ref(t) for t in tensors]
 
+    def __del__(self) -> None:
+        compat.free_weak_ref(self.cdata)
+
     def alive(self) -> bool:
-        return not self.weak.expired()
+        return not compat.weak_ref_expired(self.cdata)
 
     def invalidate(self, message: str) -> None:
-        if self.weak.expired():
+        if not self.alive():
             return
-        cdata = self.weak.cdata
+        cdata = self.cdata
         # memory the allocator handed out (not a replay's view of graph memory) goes back now
         if compat.cuda_function("has_standard_deleter")(cdata):
             compat.cuda_function("free_and_remove_deleter")(cdata)
@@ -152,7 +158,7 @@ class CudaBackend:
         return compat.cuda_function("get_checkpoint_state")(self.index, self.pool)
 
     def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
-        live_storages = [ref.weak.cdata for _, ref in live]
+        live_storages = [ref.cdata for _, ref in live]
         compat.cuda_function("set_checkpoint_pool_state")(self.index, state, [], live_storages)
         for address in dict.fromkeys(dead_addresses):
             compat.cuda_function("raw_delete")(address)

@@ -24,6 +24,7 @@ class Variant:
     signature: str
     warmed_up: bool = False
     eager_reason: Optional[str] = None  # set once the variant can never be graphed
+    grad_inputs: tuple[int, ...] = ()  # inputs that require grad: eager while autograd is on
 
     @property
     def label(self) -> str:
@@ -48,6 +49,7 @@ class TreeFunction:
         self.static = static
         self.mode = mode
         self.variants: dict[tuple, Variant] = {}
+        self.graphed_signatures = 0  # variants allowed graphs (counted against shape_limit)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -57,9 +59,15 @@ class TreeFunction:
         return f"<cgviz function {self.name!r} of {self.tree!r}>"
 
 
-def signature_key(args: tuple) -> tuple:
-    """What must match for a graph to take these inputs: per tensor shape, stride, dtype."""
-    return tuple([(a.shape, a.stride(), a.dtype) for a in args])
+def signature_key(args: tuple) -> Optional[tuple]:
+    """What must match for a graph to take these inputs: per tensor shape, stride, dtype,
+    device and requires_grad. None when an input is not a strided tensor."""
+    key = []
+    for a in args:
+        if not isinstance(a, torch.Tensor) or a.layout is not torch.strided:
+            return None
+        key.append((a.shape, a.stride(), a.dtype, a.get_device(), a.requires_grad))
+    return tuple(key)
 
 
 def describe_signature(args: tuple) -> str:
@@ -86,7 +94,7 @@ def check_static(static: Any) -> tuple[int, ...]:
     return out
 
 
-def first_unsupported(fn: TreeFunction, args: tuple, kwargs: dict, unsupported_input) -> Optional[str]:
+def first_unsupported(args: tuple, kwargs: dict, unsupported_input, check_grad: bool = True) -> Optional[str]:
     """Why this call cannot be graphed (the call then runs eagerly), or None."""
     if kwargs:
         return f"it was given keyword arguments ({', '.join(kwargs)}); graphs take positional tensors"
@@ -96,9 +104,13 @@ def first_unsupported(fn: TreeFunction, args: tuple, kwargs: dict, unsupported_i
         why = unsupported_input(a)
         if why is not None:
             return f"input {i} {why}"
-        if a.requires_grad and torch.is_grad_enabled():
-            return (
-                f"input {i} requires grad and autograd is on; a graph cannot record autograd history "
-                "(run under torch.no_grad(), or graph the forward and backward as separate functions)"
-            )
+        if check_grad and a.requires_grad and torch.is_grad_enabled():
+            return grad_reason(i)
     return None
+
+
+def grad_reason(i: int) -> str:
+    return (
+        f"input {i} requires grad and autograd is on; a graph cannot record autograd history "
+        "(run under torch.no_grad(), or graph the forward and backward as separate functions)"
+    )

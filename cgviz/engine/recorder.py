@@ -12,6 +12,7 @@ import bisect
 import time
 from typing import TYPE_CHECKING, Optional
 
+from cgviz.engine.pool_model import round_size
 from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
 
 if TYPE_CHECKING:
@@ -130,53 +131,55 @@ class Recorder:
     def _segments(self, nodes: list[NodeView], path: list[int]) -> list[Segment]:
         """Pool segments, each block mapped to what lives in it, by address.
 
-        A live output claims the block holding its first byte even if the allocator calls
-        that block free: during replays the allocator's view is stale (replays bypass it),
-        and the memory is in use all the same.
+        During replays the allocator's view is stale (replays bypass it): memory it calls
+        free may hold live outputs. Such a free block is shown split, each live output's
+        bytes as an allocated piece owned by that output, so the picture shows what is in
+        use. Input buffers of the current path claim the allocated blocks at their address.
         """
-        raw = self.tree.backend.segments()
-        starts = sorted((b.address, b.size, k, j) for k, seg in enumerate(raw) for j, b in enumerate(seg.blocks))
-        owners: dict[tuple[int, int], tuple[int, Optional[int], Optional[int], str]] = {}
-
-        def claim(address, rank, node, out, label):
-            if address is None:
-                return
-            at = bisect.bisect_right(starts, (address, float("inf"))) - 1
-            if at < 0 or not starts[at][0] <= address < starts[at][0] + starts[at][1]:
-                return
-            key = starts[at][2:]
-            if key not in owners or owners[key][0] > rank:
-                owners[key] = (rank, node, out, label)
-
-        on_path = set(path)
-        for view in nodes:
-            for out in view.outputs:
-                if out.alias_of is None and out.state == "live":
-                    claim(out.address, 0, view.id, out.index, f"node {view.id} output {out.index}")
-        for n in self.tree.nodes:
-            for i, address in n.input_buffers.items():
-                if n.id in on_path:
-                    claim(address, 1, n.id, None, f"node {n.id} input {i} buffer")
+        live = sorted(
+            (out.address, max(out.nbytes, 1), view.id, out.index)
+            for view in nodes
+            for out in view.outputs
+            if out.alias_of is None and out.state == "live" and out.address is not None
+        )
+        buffers = {
+            address: (n.id, i) for n in self.tree.nodes if n.id in set(path) for i, address in n.input_buffers.items()
+        }
         segments = []
-        for k, seg in enumerate(raw):
-            blocks = []
-            for j, b in enumerate(seg.blocks):
-                owner = owners.get((k, j))
-                if owner is None and b.allocated:
-                    owner = (3, None, None, "unowned (intermediate or stale)")
-                blocks.append(
-                    Block(
-                        address=b.address,
-                        size=b.size,
-                        allocated=b.allocated,
-                        requested=b.requested,
-                        owner=owner[3] if owner else None,
-                        node=owner[1] if owner else None,
-                        output=owner[2] if owner else None,
-                    )
-                )
-            segments.append(Segment(seg.address, seg.size, seg.kind, blocks))
+        for raw in self.tree.backend.segments():
+            blocks: list[Block] = []
+            for b in raw.blocks:
+                lo = bisect.bisect_left(live, (b.address,))
+                hi = bisect.bisect_left(live, (b.address + b.size,))
+                inside = live[lo:hi]
+                if b.allocated or not inside:
+                    blocks.append(_claimed(b, inside, buffers))
+                    continue
+                cursor = b.address
+                for address, nbytes, node, out in inside:
+                    end = min(b.address + b.size, address + round_size(nbytes))
+                    if address < cursor:
+                        continue
+                    if address > cursor:
+                        blocks.append(Block(cursor, address - cursor, False))
+                    blocks.append(Block(address, end - address, True, nbytes, f"node {node} output {out}", node, out))
+                    cursor = end
+                if cursor < b.address + b.size:
+                    blocks.append(Block(cursor, b.address + b.size - cursor, False))
+            segments.append(Segment(raw.address, raw.size, raw.kind, blocks))
         return segments
+
+
+def _claimed(b, inside: list, buffers: dict) -> Block:
+    """An allocator block as it is, named after the live output or input buffer in it."""
+    if inside:
+        _, _, node, out = inside[0]
+        return Block(b.address, b.size, b.allocated, b.requested, f"node {node} output {out}", node, out)
+    if b.allocated and b.address in buffers:
+        node, i = buffers[b.address]
+        return Block(b.address, b.size, True, b.requested, f"node {node} input {i} buffer", node, None)
+    owner = "unowned (intermediate or stale)" if b.allocated else None
+    return Block(b.address, b.size, b.allocated, b.requested, owner)
 
 
 def _node_view(n: "Node") -> NodeView:

@@ -29,6 +29,7 @@ from cgviz.engine.function import (
     check_static,
     describe_signature,
     first_unsupported,
+    grad_reason,
     signature_key,
 )
 from cgviz.engine.node import Node
@@ -171,14 +172,15 @@ class Tree:
         start = time.perf_counter()
         label = fn.name
         try:
-            why_eager = first_unsupported(fn, args, kwargs, self.backend.unsupported_input)
-            if why_eager is not None:
-                return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why_eager}", start)
-            for i in fn.static:
-                if i >= len(args):
-                    raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
-            variant = self._variant(fn, args)
+            key = None if kwargs else signature_key(args)
+            if key is None:
+                why = first_unsupported(args, kwargs, self.backend.unsupported_input)
+                return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why}", start)
+            variant = fn.variants.get(key) or self._new_variant(fn, args, key)
             label = variant.label
+            if variant.grad_inputs and torch.is_grad_enabled():
+                reason = f"{fn.name} runs eagerly: {grad_reason(variant.grad_inputs[0])}"
+                return self._eager(fn, variant, args, {}, reason, start)
             if variant.eager_reason is not None:
                 return self._eager(fn, variant, args, {}, variant.eager_reason, start)
             return self._run(variant, args, start)
@@ -188,21 +190,41 @@ class Tree:
             )
             raise
 
-    def _variant(self, fn: TreeFunction, args: tuple) -> Variant:
-        key = signature_key(args)
-        variant = fn.variants.get(key)
-        if variant is None:
-            variant = Variant(len(self._variants), fn, key, describe_signature(args))
-            if len(fn.variants) >= self.shape_limit:
-                variant.eager_reason = (
-                    f"{fn.name} runs eagerly: {len(fn.variants)} input signatures already have graphs "
-                    f"(shape_limit={self.shape_limit}); {variant.signature} is one more"
-                )
-            fn.variants[key] = variant
-            self._variants.append(variant)
+    def _new_variant(self, fn: TreeFunction, args: tuple, key: tuple) -> Variant:
+        """The first call with this input signature: check what can be checked once."""
+        for i in fn.static:
+            if i >= len(args):
+                raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
+        variant = Variant(len(self._variants), fn, key, describe_signature(args))
+        variant.grad_inputs = tuple(i for i, a in enumerate(args) if a.requires_grad)
+        why = first_unsupported(args, {}, self.backend.unsupported_input, check_grad=False)
+        if why is not None:
+            variant.eager_reason = f"{fn.name} runs eagerly: {why}"
+        elif fn.graphed_signatures >= self.shape_limit:
+            variant.eager_reason = (
+                f"{fn.name} runs eagerly: {fn.graphed_signatures} input signatures already have graphs "
+                f"(shape_limit={self.shape_limit}); {variant.signature} is one more"
+            )
+        else:
+            fn.graphed_signatures += 1
+        fn.variants[key] = variant
+        self._variants.append(variant)
         return variant
 
     def _run(self, variant: Variant, args: tuple, start: float) -> Any:
+        if self.state == "execution" and variant.warmed_up:  # the replay loop's fast path
+            current = self.current
+            children = current.children.get(variant.id)
+            if children is None and variant.id in self.roots:
+                if not current.path_is_live():
+                    self._try_end_path(start)
+                    for root in self.roots[variant.id]:
+                        if root.check_invariants(args, self.backend.address) is None:
+                            return self._execute(root, args, start)
+            elif children is not None:
+                for child in children:
+                    if child.check_invariants(args, self.backend.address) is None:
+                        return self._execute(child, args, start)
         if self.state in ("recording", "warmup"):
             self._try_end_path(start)
         if not variant.warmed_up or self.state == "warmup":

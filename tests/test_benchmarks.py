@@ -1,0 +1,42 @@
+"""Smoke test of the benchmarks: they run and print the JSON they promise (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LEVELS = ("sim_trace_None", "sim_trace_events", "sim_trace_full")
+
+
+def test_sim_overhead_quick(tmp_path):
+    out = tmp_path / "sim_overhead.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sim_overhead.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,  # the script must find this checkout's cgviz by itself
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert json.loads(out.read_text()) == result
+
+    assert result["benchmark"] == "sim_overhead"
+    assert result["quick"] is True
+    assert result["calls"] > 0 and result["repeats"] > 0
+    for key in ("python", "torch", "cgviz", "platform", "cpu_count"):
+        assert result["environment"][key], key
+    assert set(result["workloads"]) >= {"small"}
+    for name, w in result["workloads"].items():
+        assert w["description"], name
+        assert set(w["per_call_us"]) == {"eager", *LEVELS}, name
+        for variant, us in w["per_call_us"].items():
+            assert isinstance(us, (int, float)) and us > 0, (name, variant, us)
+        assert set(w["ratio_vs_eager"]) == set(LEVELS), name
+        assert all(r > 0 for r in w["ratio_vs_eager"].values()), name
+        assert set(w["ratio_vs_trace_None"]) == {"sim_trace_events", "sim_trace_full"}, name
+        assert all(r > 0 for r in w["ratio_vs_trace_None"].values()), name
+        assert all(n > 0 for n in w["calls_per_repeat"].values()), name
