@@ -48,6 +48,7 @@ class Node:
     managed_addresses: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # idx -> (addr, node, out)
     dead_before: list[tuple["Node", int]] = field(default_factory=list)  # path outputs dead at recording
     live_after: list[tuple["Node", int]] = field(default_factory=list)  # path outputs allocated at checkpoint
+    has_invariants: bool = True  # False when nothing can stop a replay (skips the check)
     input_buffers: dict[int, int] = field(default_factory=dict)
     checkpoint: Any = None
 

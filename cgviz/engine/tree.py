@@ -213,18 +213,12 @@ class Tree:
 
     def _run(self, variant: Variant, args: tuple, start: float) -> Any:
         if self.state == "execution" and variant.warmed_up:  # the replay loop's fast path
-            current = self.current
-            children = current.children.get(variant.id)
-            if children is None and variant.id in self.roots:
-                if not current.path_is_live():
-                    self._try_end_path(start)
-                    for root in self.roots[variant.id]:
-                        if root.check_invariants(args, self.backend.address) is None:
-                            return self._execute(root, args, start)
-            elif children is not None:
-                for child in children:
-                    if child.check_invariants(args, self.backend.address) is None:
-                        return self._execute(child, args, start)
+            candidates = self.current.children.get(variant.id)
+            if candidates is None and variant.id in self.roots and self._try_end_path(start):
+                candidates = self.roots[variant.id]
+            for node in candidates or ():
+                if not node.has_invariants or node.check_invariants(args, self.backend.address) is None:
+                    return self._execute(node, args, start)
         if self.state in ("recording", "warmup"):
             self._try_end_path(start)
         if not variant.warmed_up or self.state == "warmup":
@@ -361,6 +355,7 @@ class Tree:
         node.static_addresses = {i: self.backend.address(args[i]) for i in fn.static}
         node.managed_addresses = managed
         node.dead_before = [(n, i) for n, i, alive in live_before if not alive]
+        node.has_invariants = bool(node.static_addresses or node.managed_addresses or node.dead_before)
         node.live_after = [(n, i) for n, i, alive in live_before if alive] + [
             (node, i) for i, leaf in enumerate(node.leaves) if leaf.ref is not None and leaf.alias_of is None
         ]
@@ -397,7 +392,8 @@ class Tree:
         self.state = "execution"
         if node.variant.function.mode != "inference":
             self._track_mode(node.variant.function)
-        self._recorder.execute(node, start)
+        if self._recorder.level is not None:
+            self._recorder.execute(node, start)
         return outputs
 
     def _eager(self, fn: TreeFunction, variant: Optional[Variant], args: tuple, kwargs: dict, reason: str, start: float):
