@@ -6,6 +6,7 @@ tree that keeps working afterwards, with results equal to eager.
 from __future__ import annotations
 
 import gc
+import re
 
 import pytest
 import torch
@@ -46,12 +47,12 @@ def scale(x, *rest, **options):
 
 
 CASES = {
-    "int argument": (lambda: ((data(4), 3), {}), "input 1 is a int, not a tensor"),
-    "None argument": (lambda: ((data(4), None), {}), "input 1 is a NoneType, not a tensor"),
-    "keyword argument": (lambda: ((data(4),), {"alpha": data(4)}), "keyword arguments (alpha)"),
-    "meta tensor": (lambda: ((torch.empty(4, device="meta"),), {}), "input 0 is on meta"),
-    "sparse tensor": (lambda: ((torch.eye(4).to_sparse(),), {}), "layout"),
-    "requires grad": (lambda: ((data(4).requires_grad_(),), {}), "input 0 requires grad and autograd is on"),
+    "int argument": (lambda: ((data(4), 3), {}), r"input 1 is an? int, not a tensor"),
+    "None argument": (lambda: ((data(4), None), {}), r"input 1 is an? NoneType, not a tensor"),
+    "keyword argument": (lambda: ((data(4),), {"alpha": data(4)}), r"keyword arguments \(alpha\)"),
+    "meta tensor": (lambda: ((torch.empty(4, device="meta"),), {}), r"input 0 is on meta"),
+    "sparse tensor": (lambda: ((torch.eye(4).to_sparse(),), {}), r"input 0 has layout torch.sparse_coo"),
+    "requires grad": (lambda: ((data(4).requires_grad_(),), {}), r"input 0 requires grad and autograd is on"),
 }
 
 
@@ -71,7 +72,7 @@ def test_ungraphable_call_runs_eagerly_with_its_reason(tree, case):
             assert torch.equal(out, expected)
         step = last_step(tree)
         assert step.kind == "eager" and step.function == "scale" and step.node is None
-        assert step.reason.startswith("scale runs eagerly: ") and fact in step.reason
+        assert step.reason.startswith("scale runs eagerly: ") and re.search(fact, step.reason), step.reason
     assert tree.nodes == [] and kinds(tree) == ["eager"] * 3
 
 

@@ -20,6 +20,7 @@ The model is a list of held entries: (tensor, expected value, tree output?, inva
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -55,6 +56,11 @@ def pair(x):
     return a, a[1:], x.exp()
 
 
+def alias(x):
+    """Two outputs: a view of the input (an alias, not new memory) and a new tensor."""
+    return x[1:], x + 1
+
+
 FAIL = [False]
 
 
@@ -66,7 +72,7 @@ def k(x):
     return y * y
 
 
-FUNCTIONS = {"f": f, "g": g, "pair": pair, "k": k}
+FUNCTIONS = {"f": f, "g": g, "pair": pair, "alias": alias, "k": k}
 
 
 def plain(t: torch.Tensor) -> torch.Tensor:
@@ -94,7 +100,7 @@ def programs(draw):
     n = draw(st.integers(1, 4))
     ops = []
     for j in range(n):
-        name = draw(st.sampled_from(["f", "g", "h", "pair", "k"]))
+        name = draw(st.sampled_from(["f", "g", "h", "pair", "alias", "k"]))
         src = draw(st.integers(-1, j - 1))  # -1: a fresh input
         ops.append((name, src))
     keep = draw(st.sets(st.integers(0, n - 1), max_size=2))
@@ -166,13 +172,18 @@ class TreeMachine(RuleBasedStateMachine):
         assert len(out) == len(expected)
         for j, (got, exp) in enumerate(zip(out, expected)):
             assert torch.equal(got, exp), f"{name} output {j} ({kind}) differs from eager"
-            # a tree output owns pool memory, unless the tree fell back to eager or it is empty
-            owned = kind != "eager" and got.untyped_storage().nbytes() > 0
+            # a tree output owns pool memory, unless the tree fell back to eager or it is empty;
+            # an output that aliases an input shares that input's fate
+            storage = got.untyped_storage()
+            owned = kind != "eager" and storage.nbytes() > 0
+            for a, is_tree in zip(args, tree_args):
+                if storage.nbytes() > 0 and storage.data_ptr() == a.untyped_storage().data_ptr():
+                    owned = is_tree
             self.held.append(Held(got, exp, owned, False, f"{name}#{self.calls}.{j} ({kind})"))
         self.calls += 1
 
     # -- rules -------------------------------------------------------------------------------
-    @rule(name=st.sampled_from(["f", "g", "pair"]), data=st.data())
+    @rule(name=st.sampled_from(["f", "g", "pair", "alias"]), data=st.data())
     def call_unary(self, name: str, data) -> None:
         x, is_tree = self.pick_input(data)
         self.call(name, (x,), (is_tree,))
@@ -217,7 +228,7 @@ class TreeMachine(RuleBasedStateMachine):
             new = self.held[before:]
             starts = [before]
             for j, (name, _) in enumerate(ops):
-                starts.append(starts[-1] + (3 if name == "pair" else 1))
+                starts.append(starts[-1] + {"pair": 3, "alias": 2}.get(name, 1))
             kept = [e for j in keep for e in self.held[starts[j] : starts[j + 1]]]
             del self.held[before:], new, results, x, args
             self.held.extend(kept)
@@ -390,10 +401,12 @@ class TreeMachine(RuleBasedStateMachine):
 
 
 TreeMachine.TestCase.settings = settings(
-    max_examples=300,
+    # CGVIZ_PROPERTY_EXAMPLES=5000 for a deeper search than CI's
+    max_examples=int(os.environ.get("CGVIZ_PROPERTY_EXAMPLES", "300")),
     stateful_step_count=20,
     deadline=None,
     database=None,
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestTreeMachine = TreeMachine.TestCase

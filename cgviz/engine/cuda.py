@@ -237,11 +237,11 @@ class CudaBackend:
         elif copy_inputs:
             compat.foreach_copy(graph.copy_dst, [args[i] for i in copy_inputs])
         graph.graph.replay()
-        storages = [self._make_storage(ptr, self.device, nbytes) for ptr, nbytes in graph.groups]
         if graph.single:
-            t = self._build(graph.leaves[0].meta, storages[0])
-            ref = CudaRef(storages[0], (t,))
-            return t, [ref]
+            storage = self._make_storage(graph.groups[0][0], self.device, graph.groups[0][1])
+            t = self._build(graph.leaves[0].meta, storage)
+            return t, [CudaRef(storage, (t,))]
+        storages = [self._make_storage(ptr, self.device, nbytes) for ptr, nbytes in graph.groups]
         group_tensors: list[list] = [[] for _ in storages]
         user_leaves, refs_at = [], []
         for plan in graph.leaves:

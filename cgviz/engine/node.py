@@ -49,6 +49,7 @@ class Node:
     dead_before: list[tuple["Node", int]] = field(default_factory=list)  # path outputs dead at recording
     live_after: list[tuple["Node", int]] = field(default_factory=list)  # path outputs allocated at checkpoint
     has_invariants: bool = True  # False when nothing can stop a replay (skips the check)
+    tracks_mode: bool = False  # a forward or backward: replays count pending backwards
     input_buffers: dict[int, int] = field(default_factory=dict)
     checkpoint: Any = None
 

@@ -69,7 +69,8 @@ class Tree:
         self.rerecord_limit = rerecord_limit
         self.shape_limit = shape_limit
         self.functions: dict[str, TreeFunction] = {}
-        self.nodes: list[Node] = []  # every node ever made, by id (warmup nodes included)
+        self.nodes: list[Node] = []  # every node since the last reset(), warmup nodes included
+        self._next_node_id = 0
         self.roots: dict[int, list[Node]] = {}
         self.current: Optional[Node] = None
         self.state = "none"  # "none" | "warmup" | "recording" | "execution"
@@ -145,14 +146,22 @@ class Tree:
         self._recorder.step("generation", reason, start=start, invalidated=[[n, o] for n, o in invalidated])
 
     def reset(self) -> None:
-        """Forget every node and graph (outputs handed out stay valid); the trace is kept."""
-        if self.current is not None:
-            self._end_path()
+        """Forget every node and graph (outputs handed out stay valid); the trace is kept,
+        with a path_end step saying so, and node ids go on from where they were."""
+        start = time.perf_counter()
+        forgotten = len(self.nodes)
+        self._end_path()
         self.nodes.clear()
         self.roots.clear()
         self._rerecords.clear()
         for v in self._variants:
             v.warmed_up = False
+        self._recorder.step(
+            "path_end",
+            f"reset(): {forgotten} node(s) and their graphs forgotten; the next call of each function "
+            f"warms up again, and new nodes are numbered from {self._next_node_id}",
+            start=start,
+        )
 
     def explain(self) -> str:
         from cgviz.engine.explain import explain
@@ -177,7 +186,6 @@ class Tree:
                 why = first_unsupported(args, kwargs, self.backend.unsupported_input)
                 return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why}", start)
             variant = fn.variants.get(key) or self._new_variant(fn, args, key)
-            label = variant.label
             if variant.grad_inputs and torch.is_grad_enabled():
                 reason = f"{fn.name} runs eagerly: {grad_reason(variant.grad_inputs[0])}"
                 return self._eager(fn, variant, args, {}, reason, start)
@@ -257,12 +265,12 @@ class Tree:
         """End the current path if all its outputs are dead."""
         if self.current is None:
             return False
-        if self.current.path_is_live():
+        ended = self.current
+        if ended.path_is_live():
             return False
-        path = self.current.path
         self._end_path()
         if self._recorder.level is not None:
-            ids = "→".join(str(n.id) for n in path)
+            ids = "→".join(str(n.id) for n in ended.path)
             reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
             self._recorder.step("path_end", reason, start=start)
         return True
@@ -355,6 +363,7 @@ class Tree:
         node.static_addresses = {i: self.backend.address(args[i]) for i in fn.static}
         node.managed_addresses = managed
         node.dead_before = [(n, i) for n, i, alive in live_before if not alive]
+        node.tracks_mode = fn.mode != "inference"
         node.has_invariants = bool(node.static_addresses or node.managed_addresses or node.dead_before)
         node.live_after = [(n, i) for n, i, alive in live_before if alive] + [
             (node, i) for i, leaf in enumerate(node.leaves) if leaf.ref is not None and leaf.alias_of is None
@@ -390,7 +399,7 @@ class Tree:
         node.replays += 1
         self.current = node
         self.state = "execution"
-        if node.variant.function.mode != "inference":
+        if node.tracks_mode:
             self._track_mode(node.variant.function)
         if self._recorder.level is not None:
             self._recorder.execute(node, start)
@@ -404,7 +413,8 @@ class Tree:
     # -- helpers ------------------------------------------------------------------------------
     def _add_node(self, kind: str, variant: Variant, leaves) -> Node:
         parent = self.current
-        node = Node(len(self.nodes), kind, variant, parent, self.generation, leaves)
+        node = Node(self._next_node_id, kind, variant, parent, self.generation, leaves)
+        self._next_node_id += 1
         self.nodes.append(node)
         if kind == "graph":
             siblings = self.roots if parent is None else parent.children
