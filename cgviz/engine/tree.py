@@ -222,7 +222,8 @@ class Tree:
     def _run(self, variant: Variant, args: tuple, start: float) -> Any:
         if self.state == "execution" and variant.warmed_up:  # the replay loop's fast path
             candidates = self.current.children.get(variant.id)
-            if candidates is None and variant.id in self.roots and self._try_end_path(start):
+            if candidates is None and variant.id in self.roots and not self.current.path_is_live():
+                self._path_ended(start)
                 candidates = self.roots[variant.id]
             for node in candidates or ():
                 if not node.has_invariants or node.check_invariants(args, self.backend.address) is None:
@@ -265,15 +266,19 @@ class Tree:
         """End the current path if all its outputs are dead."""
         if self.current is None:
             return False
-        ended = self.current
-        if ended.path_is_live():
+        if self.current.path_is_live():
             return False
-        self._end_path()
+        self._path_ended(start)
+        return True
+
+    def _path_ended(self, start: float) -> None:
+        ended = self.current
+        self.current = None
+        self.state = "none"
         if self._recorder.level is not None:
             ids = "→".join(str(n.id) for n in ended.path)
             reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
             self._recorder.step("path_end", reason, start=start)
-        return True
 
     def _end_path(self) -> None:
         self.current = None
