@@ -1,21 +1,26 @@
 """Property-based test of the tree engine on the sim backend.
 
 A hypothesis state machine drives a `cgviz.Tree("sim")` with a few small wrapped
-functions: calls on fresh inputs or on outputs the user still holds (so that
-children and longer paths appear), dropping held outputs, `mark_step()`, moving or
-updating the static input, touching invalidated outputs and a function that raises.
-After every step it checks what the engine promises:
+functions (elementwise, a static input, several outputs sharing a storage, an output
+aliasing its input, one that raises on demand): single calls on fresh inputs or on
+outputs the user still holds (so that children and long paths appear), short loops of
+calls repeated like training steps (so that graphs replay), dropping held outputs,
+views the user keeps, `mark_step()`, moving or updating the static input, and touching
+invalidated outputs. After every step it checks what the engine promises:
 
 * every result equals the eager result of the same function on the same inputs, and
   every held output that was not invalidated still equals it (a replay must never
   overwrite memory the user still holds);
-* every live output belongs to a node on the current path;
-* the pool blocks of live outputs are allocated, owned by them in the snapshot and
-  pairwise disjoint; the pool's segments are tiled by their blocks;
-* every output held across a `mark_step()` raises "overwritten by a subsequent run"
-  when touched, and so does passing it to a tree function.
+* every live output belongs to a node on the current path, and the engine sees as live
+  exactly the outputs the user holds;
+* a recording copies user inputs into the graph and keeps live tree outputs in place;
+* the memory of live outputs is pairwise disjoint and owned by them in the snapshot's
+  pool blocks; the pool's segments are tiled by their blocks;
+* every output held across a `mark_step()` (and every view of it) raises "overwritten
+  by a subsequent run" when touched, and so does passing it to a tree function.
 
 The model is a list of held entries: (tensor, expected value, tree output?, invalidated?).
+CI runs 300 sequences; CGVIZ_PROPERTY_EXAMPLES=N runs more.
 """
 
 from __future__ import annotations
@@ -236,6 +241,7 @@ class TreeMachine(RuleBasedStateMachine):
             del kept
 
     def check_all(self) -> None:
+        self.explain_works()
         self.held_values()
         self.live_outputs_on_current_path()
         self.liveness_matches_held()
@@ -330,6 +336,10 @@ class TreeMachine(RuleBasedStateMachine):
                 assert torch.equal(e.t, e.expected), f"{e.label} was overwritten while held"
 
     @invariant()
+    def explain_works(self) -> None:
+        assert isinstance(self.tree.explain(), str)
+
+    @invariant()
     def live_outputs_on_current_path(self) -> None:
         tree = self.tree
         path = set() if tree.current is None else {n.id for n in tree.current.path}
@@ -384,10 +394,10 @@ class TreeMachine(RuleBasedStateMachine):
             assert a1 + n1 <= a2, f"node {node1} output {o1} [{a1:#x}+{n1}] overlaps node {node2} output {o2} [{a2:#x}]"
         snap = self.tree.snapshot()
         blocks = {b.address: b for s in snap.segments for b in s.blocks}
-        # A replay does not run the allocator (as on a GPU): during execution the pool model is
-        # stale until the next warmup/record restores the current node's checkpoint. So the
-        # blocks of live outputs are only checked against the pool outside execution.
-        for address, nbytes, node, out in live if self.tree.state != "execution" else ():
+        # A replay does not run the allocator (as on a GPU), so during execution the pool model
+        # is stale until the next warmup/record restores a checkpoint; the snapshot must still
+        # show each live output's memory as a block it owns.
+        for address, nbytes, node, out in live:
             b = blocks.get(address)
             assert b is not None and b.allocated, f"node {node} output {out}: no allocated pool block at {address:#x}"
             assert b.size >= nbytes

@@ -78,6 +78,11 @@ weak_ref_expired = torch.UntypedStorage._expired
 free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
+def make_subclass(cls: type, t: Any) -> Any:
+    """A tensor of class `cls` on t's storage that is not a view of t (so t can be let go)."""
+    return torch.Tensor._make_subclass(cls, t, False)
+
+
 def foreach_copy(dst: list, src: list) -> None:
     """Copy many tensors with one launch where torch can."""
     torch._foreach_copy_(dst, src)

@@ -162,7 +162,7 @@ class SimBackend:
         with watcher:
             out = fn(*inputs)
         leaves, spec = tree_flatten(out)
-        infos, user_leaves = self._describe(leaves, inputs, inputs, watcher.new_storages, kept=None)
+        infos, user_leaves = self._describe(leaves, inputs, inputs, watcher.new_storages, kept=None, guards=_guards(args))
         return RunResult(tree_unflatten(user_leaves, spec), infos, capture_blocker=watcher.capture_blocker())
 
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
@@ -189,7 +189,9 @@ class SimBackend:
         leaves, spec = tree_flatten(out)
         graph = SimGraph(fn, buffers, [], [], spec)
         originals = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
-        infos, user_leaves = self._describe(leaves, inputs, originals, watcher.new_storages, kept=graph)
+        infos, user_leaves = self._describe(
+            leaves, inputs, originals, watcher.new_storages, kept=graph, guards=_guards(args)
+        )
         return RunResult(tree_unflatten(user_leaves, spec), infos, graph, input_buffers)
 
     def replay(self, graph: SimGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
@@ -212,12 +214,16 @@ class SimBackend:
             else:
                 if plan.index in graph.buffers:
                     leaf = rebase(leaf, graph.buffers[plan.index], unwrap(args[plan.index]))
+                if plan.index >= 0 and isinstance(args[plan.index], SimOutput):
+                    leaf = wrap(leaf, args[plan.index]._cgviz_guard)
                 user_leaves.append(leaf)
                 if isinstance(leaf, torch.Tensor):
                     refs.append(None)
         return tree_unflatten(user_leaves, graph.spec), refs
 
-    def _describe(self, leaves: list, inputs: list, originals: list, allocated: set[int], kept: Optional[SimGraph]):
+    def _describe(
+        self, leaves: list, inputs: list, originals: list, allocated: set[int], kept: Optional[SimGraph], guards: dict
+    ):
         """Classify each output leaf: own pool memory of this run (grouped by storage) or an alias.
 
         With `kept` (a recording), pool storages become the graph's static storages.
@@ -241,6 +247,8 @@ class SimBackend:
                 alias = f"input {index}" if index >= 0 else "external"
                 if index >= 0 and inputs[index] is not originals[index]:  # a copied input's buffer
                     leaf = rebase(leaf, inputs[index], originals[index])
+                if index in guards:  # a view of a tree output: invalidated with it
+                    leaf = wrap(leaf, guards[index])
                 user_leaves.append(leaf)
                 infos.append(_info(leaf, self.address(leaf), alias, None))
                 if kept is not None:
@@ -287,3 +295,8 @@ class _UseCount:
 
 def _info(t: torch.Tensor, address: int, alias: Optional[str], ref) -> LeafInfo:
     return LeafInfo(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel() * t.element_size(), address, alias, ref)
+
+
+def _guards(args: Sequence[Any]) -> dict[int, Guard]:
+    """Guards of the tree outputs among the inputs, by input index."""
+    return {i: a._cgviz_guard for i, a in enumerate(args) if isinstance(a, SimOutput)}

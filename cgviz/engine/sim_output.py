@@ -14,6 +14,8 @@ from typing import Optional
 import torch
 from torch.utils._pytree import tree_flatten
 
+from cgviz.engine._torch_compat import make_subclass
+
 
 class Guard:
     """Validity of the outputs sharing one storage within one run."""
@@ -61,8 +63,9 @@ class SimOutput(torch.Tensor):
 
 
 def wrap(t: torch.Tensor, guard: Guard) -> SimOutput:
+    # not a view of t: once invalidated, set_() lets the storage go entirely
     with torch._C.DisableTorchFunctionSubclass():
-        out = t.as_subclass(SimOutput)
+        out = make_subclass(SimOutput, t)
     out._cgviz_guard = guard
     guard.tensors.add(out)
     return out
@@ -73,5 +76,5 @@ def unwrap(t: torch.Tensor) -> torch.Tensor:
     if isinstance(t, SimOutput):
         t._cgviz_guard.check()
         with torch._C.DisableTorchFunctionSubclass():
-            return t.as_subclass(torch.Tensor)
+            return make_subclass(torch.Tensor, t)
     return t

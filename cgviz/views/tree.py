@@ -1,0 +1,928 @@
+"""The tree view: a snapshot's tree as graphviz DOT, and as SVG.
+
+    dot = to_dot(snapshot, step)          # DOT source (the `graphviz` package builds it)
+    svg = tree_svg(snapshot, step)        # SVG: Graphviz's `dot` when installed, else built in
+    svg = builtin_tree_svg(snapshot)      # SVG laid out here, in pure Python
+
+Every tree node is one box, top-down from the roots: its function, its node id, kind,
+generation and replay count, and its outputs as marks (● live, ○ dead, ✕ invalid) with
+shape and size. The fill says what the node is (warmup, recorded graph, touched by this
+step, invalidated); the border says where the current path is (on the path, the current
+node, the selected node). An edge goes from a parent to each child and is labelled with
+the child's function: the function that branched there.
+
+Both renderers draw the same boxes, marks and colours (`STYLE`), and both give each
+node's SVG group `id="node-<id>"` and each edge's `id="edge-<parent>-<child>"`, with
+`class` names from `node_state`, so a page can find and style them.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from cgviz.trace.diff import format_bytes
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import NodeView, OutputView, Snapshot, Step
+
+__all__ = [
+    "STYLE",
+    "MARKS",
+    "node_state",
+    "to_dot",
+    "tree_svg",
+    "builtin_tree_svg",
+    "dot_available",
+    "GRAPHVIZ_MISSING_NOTICE",
+]
+
+#: Colours and widths shared by the DOT and the built-in renderer.
+STYLE: dict[str, object] = {
+    "font": "Helvetica,Arial,sans-serif",
+    "background": "#ffffff",
+    "text": "#1f2933",
+    "muted": "#52606d",
+    # fills: what the node is
+    "warmup_fill": "#ffe3a3",
+    "warmup_border": "#b7791f",
+    "graph_fill": "#d5e7fb",
+    "graph_border": "#3b6ea8",
+    "active_fill": "#bdebb5",  # touched by this step: replaying, just recorded, warming up
+    "invalid_warmup_fill": "#ede8df",  # some output was invalidated by a new generation:
+    "invalid_graph_fill": "#e3e7ec",  # grey, tinted by kind
+    "invalid_border": "#8a8a8a",
+    "invalid_text": "#6b6b6b",
+    # borders: where the current path is
+    "border_width": 1.2,
+    "path_border": "#1b3a5c",
+    "path_width": 2.6,
+    "current_border": "#8e24aa",
+    "current_width": 4.0,
+    "selected_border": "#e8590c",
+    "selected_width": 2.2,
+    # output marks
+    "live": "#2f855a",
+    "dead": "#616e7c",
+    "invalid": "#c62828",
+    # edges
+    "edge": "#8795a1",
+    "path_edge": "#1b3a5c",
+    "edge_label": "#52606d",
+    # badges ("▶ replaying now", ...)
+    "badge": "#2f6b3a",
+    "badge_alert": "#c62828",
+    "badge_current": "#8e24aa",
+    "note_fill": "#f4f5f7",
+}
+
+#: The mark of an output in each state.
+MARKS: dict[str, str] = {"live": "●", "dead": "○", "invalid": "✕"}
+
+GRAPHVIZ_MISSING_NOTICE = (
+    "Graphviz not found: built-in layout (install graphviz: apt install graphviz / "
+    "brew install graphviz / conda install graphviz)"
+)
+
+EMPTY_TEXT = "no functions have run yet"
+
+# at most this many output lines in a box; the rest are summed up in one line
+MAX_OUTPUT_LINES = 8
+# signatures longer than this are cut with "…"
+MAX_SIGNATURE = 44
+
+# font sizes, shared by both renderers (points in DOT, pixels in the built-in SVG)
+_SIZE_BADGE = 9.5
+_SIZE_TITLE = 13.0
+_SIZE_META = 9.5
+_SIZE_OUTPUT = 10.0
+_SIZE_MARK = 11.5
+_SIZE_EDGE = 9.5
+_SIZE_LEGEND = 10.0
+
+# what a step did to the node it names: (state, badge text, alert?)
+_STEP_BADGES: dict[str, tuple[str, str, bool]] = {
+    "warmup": ("warming", "▶ warming up now", False),
+    "record": ("recording", "★ just recorded", False),
+    "execute": ("replaying", "▶ replaying now", False),
+    "checkpoint_restore": ("restored", "↺ allocator restored here", False),
+    "eager": ("eager", "eager run here", False),
+    "error": ("error", "⚠ error here", True),
+}
+
+
+# -- what a node is ------------------------------------------------------------------------------
+def node_state(snapshot: "Snapshot", node_id: int, step: Optional["Step"] = None) -> set[str]:
+    """The states of node `node_id` after `step`, as class-name words.
+
+    Always the kind ("warmup" or "graph"); then any of "on-path" (on the current path),
+    "current" (the current node), "active" (the node `step` ran, with what it did:
+    "warming", "recording", "replaying", "restored", "eager", "error"), "invalidated"
+    (an output is invalid) and "invalidated-now" (`step` is the generation step that
+    invalidated it).
+    """
+    node = snapshot.node(node_id)
+    return _node_state(snapshot, node, step, set(snapshot.path), _invalidated_now(step))
+
+
+def _invalidated_now(step: Optional["Step"]) -> set[int]:
+    if step is None or not step.invalidated:
+        return set()
+    return {pair[0] for pair in step.invalidated}
+
+
+def _node_state(
+    snapshot: "Snapshot", node: "NodeView", step: Optional["Step"], path: set[int], inval_now: set[int]
+) -> set[str]:
+    states = {node.kind}
+    if node.id in path:
+        states.add("on-path")
+    if snapshot.current_node == node.id:
+        states.add("current")
+    if step is not None and step.node == node.id and step.kind in _STEP_BADGES:
+        states.add("active")
+        states.add(_STEP_BADGES[step.kind][0])
+    for out in node.outputs:
+        if out.state == "invalid":
+            states.add("invalidated")
+            break
+    if node.id in inval_now:
+        states.add("invalidated")
+        states.add("invalidated-now")
+    return states
+
+
+# -- text ----------------------------------------------------------------------------------------
+_DTYPE_RE = re.compile(r"\b(?:torch\.)?(bfloat|float|uint|int|complex)(\d+)(\w*)")
+_DTYPE_SHORT = {"bfloat": "bf", "float": "f", "uint": "u", "int": "i", "complex": "c"}
+
+
+_short_cache: dict[str, str] = {}
+
+
+def _short_dtypes(text: str) -> str:
+    """'float32[8, 16]' → 'f32[8, 16]' (bf16, i64, u8, c64, b8 likewise)."""
+    short = _short_cache.get(text)
+    if short is None:
+        short = _DTYPE_RE.sub(lambda m: _DTYPE_SHORT[m.group(1)] + m.group(2) + m.group(3), text)
+        short = short.replace("torch.bool", "b8").replace("bool", "b8")
+        if len(_short_cache) > 4096:
+            _short_cache.clear()
+        _short_cache[text] = short
+    return short
+
+
+def _output_text(out: "OutputView") -> str:
+    shape = ", ".join(str(d) for d in out.shape)
+    text = f"{out.index}: {_short_dtypes(out.dtype)}[{shape}]"
+    if out.alias_of:
+        return f"{text} ↪ alias of {out.alias_of}"
+    return f"{text} {format_bytes(out.nbytes)}"
+
+
+@dataclass
+class _Card:
+    """What one node box shows and how it looks; both renderers draw from this."""
+
+    id: int
+    title: str
+    badges: list[tuple[str, str]]  # (text, colour)
+    meta: list[str]
+    outputs: list[tuple[str, str, str, str]]  # (mark, mark colour, text, text colour)
+    fill: str
+    border: str
+    width: float  # border width
+    dashed: bool
+    selected: bool
+    text_color: str
+    classes: str
+
+
+def _card(
+    snapshot: "Snapshot",
+    node: "NodeView",
+    step: Optional["Step"],
+    selected: Optional[int],
+    path: set[int],
+    inval_now: set[int],
+) -> _Card:
+    states = _node_state(snapshot, node, step, path, inval_now)
+    is_selected = selected is not None and selected == node.id
+    s = STYLE
+
+    badges: list[tuple[str, str]] = []
+    if "active" in states:
+        _, text, alert = _STEP_BADGES[step.kind]  # type: ignore[union-attr]
+        badges.append((text, s["badge_alert"] if alert else s["badge"]))
+    if "invalidated-now" in states:
+        badges.append(("✕ invalidated by mark_step()", s["badge_alert"]))
+    if "current" in states:
+        badges.append(("◆ current node", s["badge_current"]))
+
+    # fill: what it is; active wins over invalidated, which wins over the kind
+    if "active" in states:
+        fill = s["active_fill"]
+    elif "invalidated" in states:
+        fill = s["invalid_warmup_fill"] if node.kind == "warmup" else s["invalid_graph_fill"]
+    elif node.kind == "warmup":
+        fill = s["warmup_fill"]
+    else:
+        fill = s["graph_fill"]
+    # border: where the path is; selected wins over current, which wins over on-path
+    width = s["border_width"]
+    if "invalidated" in states and "active" not in states:
+        border = s["invalid_border"]
+    elif node.kind == "warmup":
+        border = s["warmup_border"]
+    else:
+        border = s["graph_border"]
+    if "on-path" in states:
+        border, width = s["path_border"], s["path_width"]
+    if "current" in states:
+        border, width = s["current_border"], s["current_width"]
+    if is_selected:
+        border, width = s["selected_border"], max(float(width), float(s["selected_width"]))
+
+    text_color = s["invalid_text"] if ("invalidated" in states and "active" not in states) else s["text"]
+    replays = f"{node.replays} replay" + ("" if node.replays == 1 else "s")
+    meta = [f"node {node.id} · {node.kind}", f"gen {node.generation} · {replays}"]
+    if node.signature:
+        sig = _short_dtypes(node.signature)
+        if len(sig) > MAX_SIGNATURE:
+            sig = sig[: MAX_SIGNATURE - 1] + "…"
+        meta.append(sig)
+
+    outputs: list[tuple[str, str, str, str]] = []
+    outs = node.outputs
+    shown = outs if len(outs) <= MAX_OUTPUT_LINES else outs[: MAX_OUTPUT_LINES - 1]
+    for out in shown:
+        outputs.append((MARKS.get(out.state, "?"), s.get(out.state, s["muted"]), _output_text(out),
+                        s["invalid_text"] if out.state == "invalid" else text_color))
+    if len(shown) < len(outs):
+        rest = outs[len(shown):]
+        counts = {k: sum(1 for o in rest if o.state == k) for k in ("live", "dead", "invalid")}
+        summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        outputs.append(("…", s["muted"], f"{len(rest)} more: {summary}", s["muted"]))
+    if not outs:
+        outputs.append(("", s["muted"], "no outputs", s["muted"]))
+
+    classes = ["cgviz-node", f"kind-{node.kind}"]
+    classes.extend(f"state-{w}" for w in sorted(states - {node.kind}))
+    if is_selected:
+        classes.append("state-selected")
+    return _Card(node.id, node.function, badges, meta, outputs, fill, border, float(width),
+                 "invalidated" in states and "active" not in states, is_selected, text_color, " ".join(classes))
+
+
+def _cards(snapshot: "Snapshot", step: Optional["Step"], selected: Optional[int]) -> list[_Card]:
+    path = set(snapshot.path)
+    inval_now = _invalidated_now(step)
+    return [_card(snapshot, n, step, selected, path, inval_now) for n in snapshot.nodes]
+
+
+def _edges(snapshot: "Snapshot") -> list[tuple[int, int, str]]:
+    """(parent, child, child's function) for every parent → child link, in children order."""
+    by_id = {n.id: n for n in snapshot.nodes}
+    out = []
+    for n in snapshot.nodes:
+        for c in n.children:
+            child = by_id.get(c)
+            if child is not None:
+                out.append((n.id, c, child.function))
+    return out
+
+
+def _on_path_edges(snapshot: "Snapshot") -> set[tuple[int, int]]:
+    p = snapshot.path
+    return {(p[i], p[i + 1]) for i in range(len(p) - 1)}
+
+
+# legend entries: (label, fill, border, border width, dashed)
+def _legend_items() -> tuple[list[tuple[str, str, str, float, bool]], list[tuple[str, str, str, float, bool]]]:
+    s = STYLE
+    fills = [
+        ("warmup", s["warmup_fill"], s["warmup_border"], 1.2, False),
+        ("recorded graph", s["graph_fill"], s["graph_border"], 1.2, False),
+        ("this step", s["active_fill"], s["graph_border"], 1.2, False),
+        ("invalidated", s["invalid_graph_fill"], s["invalid_border"], 1.2, True),
+    ]
+    borders = [
+        ("on current path", "#ffffff", s["path_border"], float(s["path_width"]), False),
+        ("current node", "#ffffff", s["current_border"], float(s["current_width"]), False),
+        ("selected", "#ffffff", s["selected_border"], float(s["selected_width"]), False),
+    ]
+    return fills, borders
+
+
+# -- DOT -----------------------------------------------------------------------------------------
+_ESCAPE_RE = re.compile(r"[&<>\"']")
+
+
+def _e(text: str) -> str:
+    """Escape for HTML-like labels and SVG text (the fast way when there is nothing to escape)."""
+    return html.escape(text, quote=True) if _ESCAPE_RE.search(text) else text
+
+
+def _font(text: str, size: float, color: str, bold: bool = False) -> str:
+    body = _e(text)
+    if bold:
+        body = f"<B>{body}</B>"
+    return f'<FONT POINT-SIZE="{size:g}" COLOR="{color}">{body}</FONT>'
+
+
+_TEXT = str(STYLE["text"])
+_MUTED = str(STYLE["muted"])
+
+
+def _dot_label(card: _Card) -> str:
+    # two columns: the output marks, then the output text (a mark in its own cell keeps its
+    # gap to the text whatever font the SVG viewer uses); the other rows span both.
+    # The node's fontsize/fontcolor are the output lines' (_SIZE_OUTPUT, the card's text colour).
+    rows = ['<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">']
+    for text, color in card.badges:
+        rows.append(f'<TR><TD COLSPAN="2">{_font(text, _SIZE_BADGE, color, bold=True)}</TD></TR>')
+    rows.append(f'<TR><TD COLSPAN="2"><FONT POINT-SIZE="{_SIZE_TITLE:g}"><B>{_e(card.title)}</B></FONT></TD></TR>')
+    muted = _MUTED if card.text_color == _TEXT else card.text_color
+    for line in card.meta:
+        rows.append(f'<TR><TD COLSPAN="2">{_font(line, _SIZE_META, muted)}</TD></TR>')
+    for mark, mcolor, text, tcolor in card.outputs:
+        body = _e(text) if tcolor == card.text_color else f'<FONT COLOR="{tcolor}">{_e(text)}</FONT>'
+        mark_cell = f'<FONT POINT-SIZE="{_SIZE_MARK:g}" COLOR="{mcolor}"><B>{mark}</B></FONT>' if mark else ""
+        rows.append(f'<TR><TD ALIGN="RIGHT">{mark_cell}</TD><TD ALIGN="LEFT">{body}</TD></TR>')
+    rows.append("</TABLE>>")
+    return "".join(rows)
+
+
+def _dot_legend() -> str:
+    fills, borders = _legend_items()
+    s = STYLE
+
+    def cells(items):
+        out = []
+        for label, fill, border, width, dashed in items:
+            style = ' STYLE="dashed"' if dashed else ""
+            bw = max(1, round(width))
+            out.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="{bw}"{style} CELLPADDING="3">'
+                       f"{_font(label, _SIZE_LEGEND, _TEXT)}</TD>")
+        return "".join(out)
+
+    marks = "".join(
+        f"<TD>{_font(MARKS[k], _SIZE_MARK, str(s[k]), bold=True)}</TD><TD>{_font(k, _SIZE_LEGEND, _TEXT)}</TD>"
+        for k in ("live", "dead", "invalid")
+    )
+    row = '<TABLE BORDER="0" CELLSPACING="4" CELLPADDING="0"><TR><TD>{}</TD>{}</TR></TABLE>'
+    row1 = row.format(_font("node:", _SIZE_LEGEND, _MUTED), cells(fills))
+    row2 = row.format(_font("border:", _SIZE_LEGEND, _MUTED),
+                      cells(borders) + f'<TD WIDTH="8"></TD><TD>{_font("outputs:", _SIZE_LEGEND, _MUTED)}</TD>{marks}')
+    return (f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD ALIGN="LEFT">{row1}</TD></TR>'
+            f'<TR><TD ALIGN="LEFT">{row2}</TD></TR></TABLE>>')
+
+
+def _q(value: str) -> str:
+    """A DOT attribute value: HTML-like labels as they are, other text double-quoted."""
+    if value.startswith("<") and value.endswith(">"):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _stmt(head: str, attrs: dict[str, str]) -> str:
+    return f"\t{head} [" + " ".join(f"{k}={_q(v)}" for k, v in attrs.items()) + "]\n"
+
+
+def to_dot(
+    snapshot: "Snapshot",
+    step: Optional["Step"] = None,
+    selected: Optional[int] = None,
+    *,
+    legend: bool = True,
+) -> str:
+    """The DOT source of the tree in `snapshot`, as it is after `step`.
+
+    One node `n<id>` per tree node (with `id="node-<id>"` and `class` names from
+    `node_state`), top-down, and an edge parent → child (`id="edge-<parent>-<child>"`)
+    labelled with the child's function. `selected` outlines one node; `legend` puts the
+    colour key above the tree.
+    """
+    import graphviz
+
+    s = STYLE
+    font = str(s["font"])
+    dot = graphviz.Digraph(
+        "cgviz_tree",
+        graph_attr={
+            "rankdir": "TB",
+            "ordering": "out",
+            "bgcolor": str(s["background"]),
+            "fontname": font,
+            "nodesep": "0.3",
+            "ranksep": "0.45",
+            "pad": "0.15",
+            "id": "cgviz-tree",
+            "class": "cgviz-tree",
+        },
+        node_attr={
+            "shape": "box",
+            "style": "rounded,filled",
+            "fontname": font,
+            "fontsize": f"{_SIZE_OUTPUT:g}",
+            "fontcolor": _TEXT,
+            "margin": "0.1,0.06",
+        },
+        edge_attr={
+            "fontname": font,
+            "fontsize": f"{_SIZE_EDGE:g}",
+            "fontcolor": str(s["edge_label"]),
+            "color": str(s["edge"]),
+            "arrowsize": "0.7",
+        },
+    )
+    if not snapshot.nodes:
+        dot.node(
+            "empty",
+            label=EMPTY_TEXT,
+            shape="note",
+            style="filled",
+            fillcolor=str(s["note_fill"]),
+            color=_MUTED,
+            fontcolor=_MUTED,
+            fontsize="12",
+            **{"id": "empty", "class": "cgviz-empty"},
+        )
+        return dot.source
+    if legend:
+        dot.attr(label=_dot_legend(), labelloc="t", labeljust="l")
+
+    # Node and edge statements are written here rather than through Digraph.node/edge: the
+    # same text, several times faster on large trees (the tree is redrawn at every step).
+    body = dot.body
+    for card in _cards(snapshot, step, selected):
+        attrs = {
+            "id": f"node-{card.id}",
+            "class": card.classes,
+            "fillcolor": card.fill,
+            "color": card.border,
+            "penwidth": f"{card.width:g}",
+        }
+        if card.text_color != _TEXT:
+            attrs["fontcolor"] = card.text_color
+        if card.dashed:
+            attrs["style"] = "rounded,filled,dashed"
+        if card.selected:
+            attrs["peripheries"] = "2"
+        attrs["label"] = _dot_label(card)
+        body.append(_stmt(f"n{card.id}", attrs))
+
+    on_path = _on_path_edges(snapshot)
+    path_edge = {"class": "cgviz-edge on-path", "color": str(s["path_edge"]), "penwidth": f"{s['path_width']:g}"}
+    for parent, child, function in _edges(snapshot):
+        attrs = {"id": f"edge-{parent}-{child}"}
+        attrs.update(path_edge if (parent, child) in on_path else {"class": "cgviz-edge"})
+        attrs["label"] = function
+        body.append(_stmt(f"n{parent} -> n{child}", attrs))
+    return dot.source
+
+
+# -- SVG via Graphviz ----------------------------------------------------------------------------
+_DOT_AVAILABLE: Optional[bool] = None
+
+
+def dot_available() -> bool:
+    """Whether Graphviz's `dot` (and the `graphviz` package) can be used; checked once."""
+    global _DOT_AVAILABLE
+    if _DOT_AVAILABLE is None:
+        _DOT_AVAILABLE = _check_dot()
+    return _DOT_AVAILABLE
+
+
+def _check_dot() -> bool:
+    try:
+        import graphviz
+    except ImportError:
+        return False
+    if shutil.which("dot"):
+        return True
+    try:
+        graphviz.version()
+        return True
+    except Exception:
+        return False
+
+
+_ATTR_RE = re.compile(r'\b(id|class)="([^"]*)"')
+
+
+def _graphviz_svg(dot_source: str) -> str:
+    import graphviz
+
+    svg = graphviz.pipe("dot", "svg", dot_source.encode("utf-8")).decode("utf-8")
+    start = svg.find("<svg")
+    if start > 0:
+        svg = svg[start:]  # drop the XML prolog and DOCTYPE: the SVG embeds in HTML as it is
+    # graphviz writes '-' in ids as '&#45;'; write it plainly so "node-3" can be searched as text
+    return _ATTR_RE.sub(lambda m: m.group(0).replace("&#45;", "-"), svg)
+
+
+def tree_svg(
+    snapshot: "Snapshot",
+    step: Optional["Step"] = None,
+    selected: Optional[int] = None,
+    renderer: str = "auto",
+    *,
+    legend: bool = True,
+) -> str:
+    """The tree as SVG text.
+
+    `renderer`: "graphviz" runs `dot -Tsvg` on `to_dot(...)`; "builtin" lays the tree out
+    in Python (`builtin_tree_svg`); "auto" uses Graphviz when `dot` is installed, and
+    otherwise the built-in layout with a one-line notice saying how to install Graphviz.
+    """
+    if renderer == "auto":
+        if dot_available():
+            renderer = "graphviz"
+        else:
+            return builtin_tree_svg(snapshot, step, selected, legend=legend, notice=GRAPHVIZ_MISSING_NOTICE)
+    if renderer == "graphviz":
+        if not dot_available():
+            raise RuntimeError(GRAPHVIZ_MISSING_NOTICE.replace(": built-in layout", "") +
+                               "; or use renderer='builtin'")
+        return _graphviz_svg(to_dot(snapshot, step, selected, legend=legend))
+    if renderer == "builtin":
+        return builtin_tree_svg(snapshot, step, selected, legend=legend)
+    raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
+
+
+# -- built-in layout -----------------------------------------------------------------------------
+# Advance widths (in em) of a sans-serif font, on the wide side (DejaVu Sans), so that text
+# fits its box whichever sans font the viewer substitutes.
+_CHAR_EM: dict[str, float] = {}
+for _chars, _w in (
+    ("iljI|!.,:;'`", 0.30), (" ", 0.32), ("ftr()[]{}-\"", 0.42), ("sz*/\\", 0.54),
+    ("ckvxyJ", 0.60), ("abdeghnopqu_0123456789?$#+<>=~^", 0.64), ("ABCDEFGHKLNOPRSTUVXYZ&", 0.72),
+    ("mwMW%@", 0.96), ("Q", 0.79),
+):
+    for _c in _chars:
+        _CHAR_EM[_c] = _w
+_WIDE_EM = 0.86  # marks and arrows: ● ○ ✕ ↪ ▶ ◆ ↺ ⚠
+_OTHER_EM = 0.66
+
+_width_cache: dict[tuple[str, float, bool], float] = {}
+
+
+def _text_width(text: str, size: float, bold: bool = False) -> float:
+    key = (text, size, bold)
+    w = _width_cache.get(key)
+    if w is None:
+        get = _CHAR_EM.get
+        em = sum(get(c, _WIDE_EM if ord(c) > 0x2000 else _OTHER_EM) for c in text)
+        w = em * size * (1.08 if bold else 1.0)
+        if len(_width_cache) > 20000:
+            _width_cache.clear()
+        _width_cache[key] = w
+    return w
+
+
+_PAD_X = 10.0
+_PAD_Y = 7.0
+_LINE_BADGE = 13.0
+_LINE_TITLE = 18.0
+_LINE_META = 12.5
+_LINE_OUTPUT = 14.0
+_MIN_WIDTH = 96.0
+_SIBLING_GAP = 22.0
+_LEVEL_GAP = 54.0  # between rows: the elbow and the edge label
+_MARGIN = 14.0
+
+
+def _card_size(card: _Card) -> tuple[float, float]:
+    w = _text_width(card.title, _SIZE_TITLE, True)
+    for text, _ in card.badges:
+        w = max(w, _text_width(text, _SIZE_BADGE, True))
+    for line in card.meta:
+        w = max(w, _text_width(line, _SIZE_META))
+    for mark, _, text, _ in card.outputs:
+        w = max(w, _text_width(mark, _SIZE_MARK, True) + _text_width(" " + text, _SIZE_OUTPUT))
+    width = max(_MIN_WIDTH, w + 2 * _PAD_X)
+    height = (2 * _PAD_Y + _LINE_BADGE * len(card.badges) + _LINE_TITLE + _LINE_META * len(card.meta)
+              + 3 + _LINE_OUTPUT * len(card.outputs))
+    return width, height
+
+
+class _Contour:
+    """Left and right edges of a laid-out subtree, one per depth, deepest first.
+
+    The real value at depth d (0: the subtree's root) is `lefts[len-1-d] + dl` (and likewise
+    for rights), so shifting a whole subtree is O(1) and merging costs the shallower depth.
+    """
+
+    __slots__ = ("lefts", "rights", "dl", "dr")
+
+    def __init__(self, half: float) -> None:
+        self.lefts = [-half]
+        self.rights = [half]
+        self.dl = 0.0
+        self.dr = 0.0
+
+
+def _place_row(contours: list[_Contour], gap: float) -> tuple[list[float], Optional[_Contour]]:
+    """Place subtrees left to right, each as close as its contours allow; offsets of their roots
+    (the first at 0) and the merged contour."""
+    if not contours:
+        return [], None
+    acc = contours[0]
+    offsets = [0.0]
+    for c in contours[1:]:
+        na, nc = len(acc.lefts), len(c.lefts)
+        common = min(na, nc)
+        ar, cl = acc.rights, c.lefts
+        sep = max(ar[na - 1 - d] + acc.dr - (cl[nc - 1 - d] + c.dl) for d in range(common)) + gap
+        offsets.append(sep)
+        c.dl += sep
+        c.dr += sep
+        # lefts: acc's where it reaches, c's below
+        if nc > na:
+            base = c.lefts
+            shift = acc.dl - c.dl
+            al = acc.lefts
+            for j in range(na):
+                base[nc - na + j] = al[j] + shift
+            acc.lefts, acc.dl = base, c.dl
+        # rights: c's where it reaches, acc's below
+        if nc >= na:
+            acc.rights, acc.dr = c.rights, c.dr
+        else:
+            base = acc.rights
+            shift = c.dr - acc.dr
+            cr = c.rights
+            for j in range(nc):
+                base[na - nc + j] = cr[j] + shift
+    return offsets, acc
+
+
+def _tidy_layout(
+    cards: list[_Card], sizes: dict[int, tuple[float, float]], snapshot: "Snapshot"
+) -> tuple[dict[int, float], dict[int, int]]:
+    """x centre and depth of every node: children centred under their parent, subtrees packed
+    side by side without overlap (Reingold–Tilford), roots side by side."""
+    ids = {c.id for c in cards}
+    children: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for n in snapshot.nodes:
+        children[n.id] = [c for c in n.children if c in ids]
+        if n.parent is None or n.parent not in ids:
+            roots.append(n.id)
+    # a node reachable twice (not a tree) is placed once, under its first parent
+    depth: dict[int, int] = {}
+    order: list[int] = []  # pre-order
+    stack = [(r, 0) for r in reversed(roots)]
+    while stack:
+        v, d = stack.pop()
+        if v in depth:
+            continue
+        depth[v] = d
+        order.append(v)
+        stack.extend((c, d + 1) for c in reversed(children[v]) if c not in depth)
+    kids = {v: [c for c in children[v] if depth.get(c) == depth[v] + 1] for v in order}
+    seen_child: set[int] = set()
+    for v in order:
+        uniq = []
+        for c in kids[v]:
+            if c not in seen_child:
+                seen_child.add(c)
+                uniq.append(c)
+        kids[v] = uniq
+
+    rel: dict[int, float] = {}  # x of a node relative to its parent
+    contour: dict[int, _Contour] = {}
+    for v in reversed(order):  # children before parents
+        half = sizes[v][0] / 2
+        cs = kids[v]
+        if not cs:
+            contour[v] = _Contour(half)
+            continue
+        offsets, acc = _place_row([contour.pop(c) for c in cs], _SIBLING_GAP)
+        mid = (offsets[0] + offsets[-1]) / 2
+        for c, off in zip(cs, offsets):
+            rel[c] = off - mid
+        acc.dl -= mid
+        acc.dr -= mid
+        acc.lefts.append(-half - acc.dl)
+        acc.rights.append(half - acc.dr)
+        contour[v] = acc
+    top = [r for r in roots if r in contour]
+    offsets, _ = _place_row([contour[r] for r in top], _SIBLING_GAP * 1.6)
+    x: dict[int, float] = {}
+    for r, off in zip(top, offsets):
+        x[r] = off
+    parent_of = {c: p for p in order for c in kids[p]}
+    for v in order:  # pre-order: a parent is placed before its children
+        if v not in x:
+            x[v] = x[parent_of[v]] + rel[v]
+    return x, depth
+
+
+_x = _e
+_PLAIN_EDGE = (f' stroke="{STYLE["edge"]}" fill="{STYLE["edge"]}" stroke-width="1.3" '
+               f'font-size="{_SIZE_EDGE:g}" text-anchor="middle"')
+_PATH_EDGE = (f' stroke="{STYLE["path_edge"]}" fill="{STYLE["path_edge"]}" stroke-width="{STYLE["path_width"]:g}" '
+              f'font-size="{_SIZE_EDGE:g}" text-anchor="middle" stroke-linejoin="round"')
+
+
+def _f(v: float) -> str:
+    return f"{v:.1f}".rstrip("0").rstrip(".")
+
+
+def _svg_text(x: float, y: float, size: float, color: str, body: str, anchor: str = "middle",
+              bold: bool = False) -> str:
+    weight = ' font-weight="bold"' if bold else ""
+    return (f'<text x="{_f(x)}" y="{_f(y)}" font-size="{size:g}" fill="{color}" '
+            f'text-anchor="{anchor}"{weight}>{body}</text>')
+
+
+def _svg_legend(x0: float, y0: float) -> tuple[list[str], float, float]:
+    """The legend's SVG elements at (x0, y0) and its width and height."""
+    fills, borders = _legend_items()
+    s = STYLE
+    parts = ['<g id="legend" class="cgviz-legend">']
+    size = _SIZE_LEGEND
+    row_h = 22.0
+    width = 0.0
+    for r, (head, items) in enumerate((("node:", fills), ("border:", borders))):
+        y = y0 + r * row_h
+        x = x0
+        parts.append(_svg_text(x, y + 14, size, str(s["muted"]), _x(head), anchor="start"))
+        x += 46
+        for label, fill, border, bw, dashed in items:
+            tw = _text_width(label, size) + 12
+            dash = ' stroke-dasharray="4 2"' if dashed else ""
+            parts.append(f'<rect x="{_f(x)}" y="{_f(y + 2)}" width="{_f(tw)}" height="17" rx="3" fill="{fill}" '
+                         f'stroke="{border}" stroke-width="{bw:g}"{dash}/>')
+            parts.append(_svg_text(x + tw / 2, y + 14.5, size, str(s["text"]), _x(label)))
+            x += tw + 6
+        if r == 1:
+            x += 8
+            parts.append(_svg_text(x, y + 14, size, str(s["muted"]), "outputs:", anchor="start"))
+            x += _text_width("outputs:", size) + 6
+            for k in ("live", "dead", "invalid"):
+                parts.append(_svg_text(x, y + 14.5, _SIZE_MARK, str(s[k]), MARKS[k], anchor="start", bold=True))
+                x += _text_width(MARKS[k], _SIZE_MARK, True) + 3
+                parts.append(_svg_text(x, y + 14, size, str(s["text"]), k, anchor="start"))
+                x += _text_width(k, size) + 10
+        width = max(width, x - x0)
+    return parts + ["</g>"], width, 2 * row_h
+
+
+def builtin_tree_svg(
+    snapshot: "Snapshot",
+    step: Optional["Step"] = None,
+    selected: Optional[int] = None,
+    *,
+    legend: bool = True,
+    notice: Optional[str] = None,
+) -> str:
+    """The tree as SVG, laid out in pure Python (no Graphviz needed).
+
+    The same boxes, marks, colours and edge labels as `to_dot`, top-down: children
+    centred under their parent, subtrees side by side without overlap. Each node is
+    `<g id="node-<id>" class="cgviz-node ..." data-node="<id>">`, each edge
+    `<g id="edge-<parent>-<child>" class="cgviz-edge ...">`. `notice` adds one line of
+    small text at the top.
+    """
+    s = STYLE
+    head: list[str] = []
+    y = _MARGIN
+    width = 0.0
+    if notice:
+        head.append(f'<text class="cgviz-notice" x="{_f(_MARGIN)}" y="{_f(y + 10)}" font-size="10" '
+                    f'fill="{s["muted"]}" font-style="italic">{_x(notice)}</text>')
+        width = max(width, _text_width(notice, 10) + 2 * _MARGIN)
+        y += 20
+    if not snapshot.nodes:
+        w = _text_width(EMPTY_TEXT, 12) + 28
+        body = [
+            f'<g id="empty" class="cgviz-empty">'
+            f'<rect x="{_f(_MARGIN)}" y="{_f(y)}" width="{_f(w)}" height="34" rx="4" fill="{s["note_fill"]}" '
+            f'stroke="{s["muted"]}" stroke-width="1"/>'
+            + _svg_text(_MARGIN + w / 2, y + 21, 12, str(s["muted"]), _x(EMPTY_TEXT)) + "</g>"
+        ]
+        width = max(width, w + 2 * _MARGIN)
+        return _svg_doc(width, y + 34 + _MARGIN, head + body)
+    if legend:
+        parts, lw, lh = _svg_legend(_MARGIN, y)
+        head.extend(parts)
+        width = max(width, lw + 2 * _MARGIN)
+        y += lh + 16
+
+    cards = _cards(snapshot, step, selected)
+    sizes = {c.id: _card_size(c) for c in cards}
+    xs, depth = _tidy_layout(cards, sizes, snapshot)
+    # rows: one per depth, as tall as its tallest node
+    n_rows = max(depth.values()) + 1
+    row_h = [0.0] * n_rows
+    for c in cards:
+        d = depth[c.id]
+        row_h[d] = max(row_h[d], sizes[c.id][1])
+    row_top = []
+    for d in range(n_rows):
+        row_top.append(y)
+        y += row_h[d] + _LEVEL_GAP
+    height = y - _LEVEL_GAP + _MARGIN
+    left = min(xs[c.id] - sizes[c.id][0] / 2 for c in cards)
+    shift = _MARGIN - left
+    right = max(xs[c.id] + sizes[c.id][0] / 2 for c in cards) + shift
+    width = max(width, right + _MARGIN)
+
+    by_id = {c.id: c for c in cards}
+    box: dict[int, tuple[float, float, float, float]] = {}
+    for c in cards:
+        w, h = sizes[c.id]
+        cx = xs[c.id] + shift
+        box[c.id] = (cx - w / 2, row_top[depth[c.id]], w, h)
+
+    # edges: elbows from the parent's bottom to the child's top, the label over the child's drop
+    on_path = _on_path_edges(snapshot)
+    edges_plain: list[str] = []
+    edges_path: list[str] = []
+    bg = s["background"]
+    for parent, child, function in _edges(snapshot):
+        if parent not in box or child not in box or depth[child] != depth[parent] + 1:
+            continue
+        px, py, pw, ph = box[parent]
+        cx, cy, cw, _ = box[child]
+        x1, y1 = px + pw / 2, py + ph
+        x2, y2 = cx + cw / 2, cy
+        ye = cy - _LEVEL_GAP + 15
+        hot = (parent, child) in on_path
+        if abs(x1 - x2) < 0.5:
+            d = f"M{x1:.1f},{y1:.1f}V{y2 - 6:.1f}"
+        else:
+            r = min(6.0, abs(x2 - x1) / 2)
+            sx = r if x2 > x1 else -r
+            d = (f"M{x1:.1f},{y1:.1f}V{ye - r:.1f}Q{x1:.1f},{ye:.1f} {x1 + sx:.1f},{ye:.1f}"
+                 f"H{x2 - sx:.1f}Q{x2:.1f},{ye:.1f} {x2:.1f},{ye + r:.1f}V{y2 - 6:.1f}")
+        lw = _text_width(function, _SIZE_EDGE) + 8
+        ly = cy - 15
+        (edges_path if hot else edges_plain).append(
+            f'<g id="edge-{parent}-{child}" class="cgviz-edge{" on-path" if hot else ""}" '
+            f'data-parent="{parent}" data-child="{child}"{_PATH_EDGE if hot else _PLAIN_EDGE}>'
+            f'<path d="{d}" fill="none"/>'
+            f'<path d="M{x2 - 4:.1f},{y2 - 7:.1f}L{x2:.1f},{y2:.1f}L{x2 + 4:.1f},{y2 - 7:.1f}Z" stroke="none"/>'
+            f'<rect x="{x2 - lw / 2:.1f}" y="{ly - 7:.1f}" width="{lw:.1f}" height="13" rx="2" fill="{bg}" '
+            f'stroke="none"/>'
+            f'<text x="{x2:.1f}" y="{ly + 3.5:.1f}" stroke="none" fill="{s["edge_label"]}">{_e(function)}</text>'
+            "</g>"
+        )
+
+    # nodes: a group per node, moved into place; text inherits size, colour and anchor from it
+    nodes: list[str] = []
+    for c in cards:
+        x0, y0, w, h = box[c.id]
+        cx = f"{w / 2:.1f}"
+        dash = ' stroke-dasharray="5 3"' if c.dashed else ""
+        muted = _MUTED if c.text_color == _TEXT else c.text_color
+        parts = [
+            f'<g id="node-{c.id}" class="{c.classes}" data-node="{c.id}" transform="translate({x0:.1f},{y0:.1f})" '
+            f'font-size="{_SIZE_META:g}" fill="{muted}" text-anchor="middle">'
+            f"<title>{_e(c.title)} (node {c.id})</title>"
+        ]
+        if c.selected:
+            parts.append(f'<rect x="-4" y="-4" width="{w + 8:.1f}" height="{h + 8:.1f}" rx="8" fill="none" '
+                         f'stroke="{c.border}" stroke-width="{c.width:g}"/>')
+        parts.append(f'<rect width="{w:.1f}" height="{h:.1f}" rx="6" fill="{c.fill}" stroke="{c.border}" '
+                     f'stroke-width="{c.width:g}"{dash}/>')
+        ty = _PAD_Y
+        for text, color in c.badges:
+            parts.append(f'<text x="{cx}" y="{ty + 10:.1f}" font-size="{_SIZE_BADGE:g}" font-weight="bold" '
+                         f'fill="{color}">{_e(text)}</text>')
+            ty += _LINE_BADGE
+        parts.append(f'<text x="{cx}" y="{ty + 14:.1f}" font-size="{_SIZE_TITLE:g}" font-weight="bold" '
+                     f'fill="{c.text_color}">{_e(c.title)}</text>')
+        ty += _LINE_TITLE
+        for line in c.meta:
+            parts.append(f'<text x="{cx}" y="{ty + 9.5:.1f}">{_e(line)}</text>')
+            ty += _LINE_META
+        ty += 3
+        for mark, mcolor, text, tcolor in c.outputs:
+            mark_span = (f'<tspan fill="{mcolor}" font-weight="bold" font-size="{_SIZE_MARK:g}">{mark}</tspan> '
+                         if mark else "")
+            parts.append(f'<text x="{_PAD_X:g}" y="{ty + 10.5:.1f}" text-anchor="start" font-size="{_SIZE_OUTPUT:g}" '
+                         f'fill="{tcolor}">{mark_span}{_e(text)}</text>')
+            ty += _LINE_OUTPUT
+        parts.append("</g>")
+        nodes.append("".join(parts))
+
+    return _svg_doc(width, height, head + ['<g class="cgviz-edges">'] + edges_plain + edges_path + ["</g>"] + nodes)
+
+
+def _svg_doc(width: float, height: float, body: Iterable[str]) -> str:
+    s = STYLE
+    w, h = _f(width), _f(height)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        f'font-family="{s["font"]}" class="cgviz-tree" id="cgviz-tree">'
+        f'<rect class="cgviz-background" x="0" y="0" width="{w}" height="{h}" fill="{s["background"]}"/>'
+        + "\n".join(body)
+        + "</svg>"
+    )
