@@ -10,6 +10,7 @@ usage: python benchmarks/overhead.py [--calls N] [--repeats R] [--out PATH]
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import statistics
@@ -25,17 +26,26 @@ def fn(x: torch.Tensor) -> torch.Tensor:
 
 
 def per_call_us(step: Callable[[], object], calls: int, repeats: int) -> float:
-    """Median over `repeats` of the wall time per call of `calls` calls (GPU work included)."""
+    """Median over `repeats` of the wall time per call of `calls` calls (GPU work included).
+
+    The garbage collector is off while timing, as `timeit` does, so a collection caused by
+    one variant's garbage is not charged to another.
+    """
     for _ in range(20):
         step()
     torch.cuda.synchronize()
     samples = []
-    for _ in range(repeats):
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            step()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter_ns() - start) / calls / 1000)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter_ns()
+            for _ in range(calls):
+                step()
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter_ns() - start) / calls / 1000)
+    finally:
+        gc.enable()
     return statistics.median(samples)
 
 

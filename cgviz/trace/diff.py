@@ -162,3 +162,19 @@ def _block_name(b: Optional[Block]) -> str:
 
 def _node_name(n: Optional[int]) -> str:
     return "none" if n is None else str(n)
+
+
+def decisions(trace: Trace) -> list[tuple]:
+    """What a tree decided, step by step, without what depends on the machine.
+
+    Step kinds, functions, nodes, parents, repeats, generations, the number of outputs
+    invalidated, and after each step every output's live/dead/invalid state: equal for the
+    same workload on sim and on cuda (addresses, durations and pool layout aside).
+    """
+    out = []
+    for s in trace.steps:
+        states = None
+        if s.snapshot is not None:
+            states = sorted((n.id, o.index, o.state) for n in s.snapshot.nodes for o in n.outputs)
+        out.append((s.kind, s.function, s.node, s.parent, s.repeat, s.span, s.generation, len(s.invalidated), states))
+    return out

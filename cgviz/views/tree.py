@@ -18,6 +18,7 @@ node's SVG group `id="node-<id>"` and each edge's `id="edge-<parent>-<child>"`, 
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import shutil
@@ -218,14 +219,16 @@ def _card(
         _, text, alert = _STEP_BADGES[step.kind]  # type: ignore[union-attr]
         badges.append((text, s["badge_alert"] if alert else s["badge"]))
     if "invalidated-now" in states:
-        badges.append(("✕ invalidated by mark_step()", s["badge_alert"]))
+        badges.append(("⊘ invalidated by mark_step()", s["badge_alert"]))
     if "current" in states:
         badges.append(("◆ current node", s["badge_current"]))
 
-    # fill: what it is; active wins over invalidated, which wins over the kind
-    if "active" in states:
+    # fill: what it is; run by this step wins over invalidated, which wins over the kind
+    lit = "active" in states and "error" not in states
+    stale = "invalidated" in states and not lit
+    if lit:
         fill = s["active_fill"]
-    elif "invalidated" in states:
+    elif stale:
         fill = s["invalid_warmup_fill"] if node.kind == "warmup" else s["invalid_graph_fill"]
     elif node.kind == "warmup":
         fill = s["warmup_fill"]
@@ -233,7 +236,7 @@ def _card(
         fill = s["graph_fill"]
     # border: where the path is; selected wins over current, which wins over on-path
     width = s["border_width"]
-    if "invalidated" in states and "active" not in states:
+    if stale:
         border = s["invalid_border"]
     elif node.kind == "warmup":
         border = s["warmup_border"]
@@ -244,9 +247,9 @@ def _card(
     if "current" in states:
         border, width = s["current_border"], s["current_width"]
     if is_selected:
-        border, width = s["selected_border"], max(float(width), float(s["selected_width"]))
+        border, width = s["selected_border"], s["selected_width"]
 
-    text_color = s["invalid_text"] if ("invalidated" in states and "active" not in states) else s["text"]
+    text_color = s["invalid_text"] if stale else s["text"]
     replays = f"{node.replays} replay" + ("" if node.replays == 1 else "s")
     meta = [f"node {node.id} · {node.kind}", f"gen {node.generation} · {replays}"]
     if node.signature:
@@ -274,7 +277,7 @@ def _card(
     if is_selected:
         classes.append("state-selected")
     return _Card(node.id, node.function, badges, meta, outputs, fill, border, float(width),
-                 "invalidated" in states and "active" not in states, is_selected, text_color, " ".join(classes))
+                 stale, is_selected, text_color, " ".join(classes))
 
 
 def _cards(snapshot: "Snapshot", step: Optional["Step"], selected: Optional[int]) -> list[_Card]:
@@ -514,7 +517,9 @@ def _check_dot() -> bool:
 _ATTR_RE = re.compile(r'\b(id|class)="([^"]*)"')
 
 
+@functools.lru_cache(maxsize=32)
 def _graphviz_svg(dot_source: str) -> str:
+    """`dot -Tsvg` of the source; remembered, as stepping back and forth redraws the same trees."""
     import graphviz
 
     svg = graphviz.pipe("dot", "svg", dot_source.encode("utf-8")).decode("utf-8")
@@ -676,14 +681,23 @@ def _tidy_layout(
     # a node reachable twice (not a tree) is placed once, under its first parent
     depth: dict[int, int] = {}
     order: list[int] = []  # pre-order
-    stack = [(r, 0) for r in reversed(roots)]
-    while stack:
-        v, d = stack.pop()
-        if v in depth:
-            continue
-        depth[v] = d
-        order.append(v)
-        stack.extend((c, d + 1) for c in reversed(children[v]) if c not in depth)
+
+    def visit(root: int) -> None:
+        stack = [(root, 0)]
+        while stack:
+            v, d = stack.pop()
+            if v in depth:
+                continue
+            depth[v] = d
+            order.append(v)
+            stack.extend((c, d + 1) for c in reversed(children[v]) if c not in depth)
+
+    for r in roots:
+        visit(r)
+    for n in snapshot.nodes:  # only in a malformed snapshot (a cycle): shown as a root
+        if n.id not in depth:
+            roots.append(n.id)
+            visit(n.id)
     kids = {v: [c for c in children[v] if depth.get(c) == depth[v] + 1] for v in order}
     seen_child: set[int] = set()
     for v in order:
@@ -723,7 +737,6 @@ def _tidy_layout(
     return x, depth
 
 
-_x = _e
 _PLAIN_EDGE = (f' stroke="{STYLE["edge"]}" fill="{STYLE["edge"]}" stroke-width="1.3" '
                f'font-size="{_SIZE_EDGE:g}" text-anchor="middle"')
 _PATH_EDGE = (f' stroke="{STYLE["path_edge"]}" fill="{STYLE["path_edge"]}" stroke-width="{STYLE["path_width"]:g}" '
@@ -752,14 +765,14 @@ def _svg_legend(x0: float, y0: float) -> tuple[list[str], float, float]:
     for r, (head, items) in enumerate((("node:", fills), ("border:", borders))):
         y = y0 + r * row_h
         x = x0
-        parts.append(_svg_text(x, y + 14, size, str(s["muted"]), _x(head), anchor="start"))
+        parts.append(_svg_text(x, y + 14, size, str(s["muted"]), _e(head), anchor="start"))
         x += 46
         for label, fill, border, bw, dashed in items:
             tw = _text_width(label, size) + 12
             dash = ' stroke-dasharray="4 2"' if dashed else ""
             parts.append(f'<rect x="{_f(x)}" y="{_f(y + 2)}" width="{_f(tw)}" height="17" rx="3" fill="{fill}" '
                          f'stroke="{border}" stroke-width="{bw:g}"{dash}/>')
-            parts.append(_svg_text(x + tw / 2, y + 14.5, size, str(s["text"]), _x(label)))
+            parts.append(_svg_text(x + tw / 2, y + 14.5, size, str(s["text"]), _e(label)))
             x += tw + 6
         if r == 1:
             x += 8
@@ -796,7 +809,7 @@ def builtin_tree_svg(
     width = 0.0
     if notice:
         head.append(f'<text class="cgviz-notice" x="{_f(_MARGIN)}" y="{_f(y + 10)}" font-size="10" '
-                    f'fill="{s["muted"]}" font-style="italic">{_x(notice)}</text>')
+                    f'fill="{s["muted"]}" font-style="italic">{_e(notice)}</text>')
         width = max(width, _text_width(notice, 10) + 2 * _MARGIN)
         y += 20
     if not snapshot.nodes:
@@ -805,7 +818,7 @@ def builtin_tree_svg(
             f'<g id="empty" class="cgviz-empty">'
             f'<rect x="{_f(_MARGIN)}" y="{_f(y)}" width="{_f(w)}" height="34" rx="4" fill="{s["note_fill"]}" '
             f'stroke="{s["muted"]}" stroke-width="1"/>'
-            + _svg_text(_MARGIN + w / 2, y + 21, 12, str(s["muted"]), _x(EMPTY_TEXT)) + "</g>"
+            + _svg_text(_MARGIN + w / 2, y + 21, 12, str(s["muted"]), _e(EMPTY_TEXT)) + "</g>"
         ]
         width = max(width, w + 2 * _MARGIN)
         return _svg_doc(width, y + 34 + _MARGIN, head + body)
@@ -852,23 +865,24 @@ def builtin_tree_svg(
         px, py, pw, ph = box[parent]
         cx, cy, cw, _ = box[child]
         x1, y1 = px + pw / 2, py + ph
-        x2, y2 = cx + cw / 2, cy
+        x2, y2 = cx + cw / 2, cy - (4 if by_id[child].selected else 0)  # to the outer ring if selected
         ye = cy - _LEVEL_GAP + 15
         hot = (parent, child) in on_path
+        ah, al = (5.5, 10.0) if hot else (4.0, 7.0)  # arrowhead half-width and length
         if abs(x1 - x2) < 0.5:
-            d = f"M{x1:.1f},{y1:.1f}V{y2 - 6:.1f}"
+            d = f"M{x1:.1f},{y1:.1f}V{y2 - al + 1:.1f}"
         else:
             r = min(6.0, abs(x2 - x1) / 2)
             sx = r if x2 > x1 else -r
             d = (f"M{x1:.1f},{y1:.1f}V{ye - r:.1f}Q{x1:.1f},{ye:.1f} {x1 + sx:.1f},{ye:.1f}"
-                 f"H{x2 - sx:.1f}Q{x2:.1f},{ye:.1f} {x2:.1f},{ye + r:.1f}V{y2 - 6:.1f}")
+                 f"H{x2 - sx:.1f}Q{x2:.1f},{ye:.1f} {x2:.1f},{ye + r:.1f}V{y2 - al + 1:.1f}")
         lw = _text_width(function, _SIZE_EDGE) + 8
-        ly = cy - 15
+        ly = cy - 18
         (edges_path if hot else edges_plain).append(
             f'<g id="edge-{parent}-{child}" class="cgviz-edge{" on-path" if hot else ""}" '
             f'data-parent="{parent}" data-child="{child}"{_PATH_EDGE if hot else _PLAIN_EDGE}>'
             f'<path d="{d}" fill="none"/>'
-            f'<path d="M{x2 - 4:.1f},{y2 - 7:.1f}L{x2:.1f},{y2:.1f}L{x2 + 4:.1f},{y2 - 7:.1f}Z" stroke="none"/>'
+            f'<path d="M{x2 - ah:.1f},{y2 - al:.1f}L{x2:.1f},{y2:.1f}L{x2 + ah:.1f},{y2 - al:.1f}Z" stroke="none"/>'
             f'<rect x="{x2 - lw / 2:.1f}" y="{ly - 7:.1f}" width="{lw:.1f}" height="13" rx="2" fill="{bg}" '
             f'stroke="none"/>'
             f'<text x="{x2:.1f}" y="{ly + 3.5:.1f}" stroke="none" fill="{s["edge_label"]}">{_e(function)}</text>'

@@ -4,17 +4,7 @@ import pytest
 import torch
 
 from cgviz.scenarios import SCENARIOS, run_scenario
-
-
-def decisions(trace):
-    """Step kinds, node ids, parents and each step's output liveness, backend-neutral."""
-    out = []
-    for s in trace.steps:
-        live = None
-        if s.snapshot is not None:
-            live = sorted((n.id, o.index, o.state) for n in s.snapshot.nodes for o in n.outputs)
-        out.append((s.kind, s.function, s.node, s.parent, s.repeat, s.generation, len(s.invalidated), live))
-    return out
+from cgviz.trace.diff import decisions
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

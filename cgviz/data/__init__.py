@@ -1,0 +1,25 @@
+"""Traces recorded on a GPU, shipped for notebooks and tests on machines without one.
+
+`gpu_trace("branching")` is the trace of that scenario (`cgviz.scenarios`) recorded with the
+cuda backend on an NVIDIA H100 with torch 2.11 (the trace's `meta` says so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GPU_DIR = Path(__file__).resolve().parent / "gpu"
+
+
+def gpu_trace_names() -> list[str]:
+    return sorted(p.name.removesuffix(".cgtrace.json") for p in GPU_DIR.glob("*.cgtrace.json"))
+
+
+def gpu_trace(name: str):
+    """The committed GPU trace of scenario `name`."""
+    from cgviz.trace.io import load_trace
+
+    path = GPU_DIR / f"{name}.cgtrace.json"
+    if not path.exists():
+        raise KeyError(f"no GPU trace named {name!r}; there are: {', '.join(gpu_trace_names())}")
+    return load_trace(path)
