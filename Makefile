@@ -11,9 +11,21 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.cgviz-setup
 
-.PHONY: setup demo test bench clean
+.PHONY: setup system-deps demo test bench clean
 
-setup: $(STAMP)
+setup: system-deps $(STAMP)
+
+# Graphviz's `dot` draws the tree view (a built-in layout stands in without it).
+# Installed from Debian packages when missing and we may (root, apt-get present).
+system-deps:
+	@command -v dot >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing graphviz (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
+		else \
+			echo "note: Graphviz 'dot' not found; the tree view uses its built-in layout (apt install graphviz)"; \
+		fi; \
+	}
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

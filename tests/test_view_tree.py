@@ -343,6 +343,24 @@ def test_builtin_svg_has_every_node_and_edge(traces, name):
             'xmlns="http://www.w3.org/2000/svg"', "")
 
 
+def test_gpu_traces_render_with_both_renderers():
+    from cgviz.data import gpu_trace, gpu_trace_names
+
+    names = gpu_trace_names()
+    assert names
+    for name in names:
+        trace = gpu_trace(name)
+        for step in trace.steps:
+            snap = step.snapshot
+            nodes, edges = parse_dot(to_dot(snap, step))
+            assert set(nodes) == ({f"n{n.id}" for n in snap.nodes} or {"empty"})
+            assert set(edges) == expected_edges(snap)
+            check_layout(builtin_tree_svg(snap, step), snap)
+        if HAS_DOT:
+            check_svg_content(tree_svg(trace.steps[-1].snapshot, trace.steps[-1], renderer="graphviz"),
+                              trace.steps[-1].snapshot)
+
+
 def node_boxes(root) -> dict[int, tuple[float, float, float, float]]:
     """x, y, width, height of each node's box in a built-in SVG."""
     boxes = {}

@@ -341,20 +341,21 @@ _MUTED = str(STYLE["muted"])
 
 
 def _dot_label(card: _Card) -> str:
-    # two columns: the output marks, then the output text (a mark in its own cell keeps its
-    # gap to the text whatever font the SVG viewer uses); the other rows span both.
     # The node's fontsize/fontcolor are the output lines' (_SIZE_OUTPUT, the card's text colour).
     rows = ['<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">']
     for text, color in card.badges:
-        rows.append(f'<TR><TD COLSPAN="2">{_font(text, _SIZE_BADGE, color, bold=True)}</TD></TR>')
-    rows.append(f'<TR><TD COLSPAN="2"><FONT POINT-SIZE="{_SIZE_TITLE:g}"><B>{_e(card.title)}</B></FONT></TD></TR>')
+        rows.append(f"<TR><TD>{_font(text, _SIZE_BADGE, color, bold=True)}</TD></TR>")
+    rows.append(f'<TR><TD><FONT POINT-SIZE="{_SIZE_TITLE:g}"><B>{_e(card.title)}</B></FONT></TD></TR>')
     muted = _MUTED if card.text_color == _TEXT else card.text_color
     for line in card.meta:
-        rows.append(f'<TR><TD COLSPAN="2">{_font(line, _SIZE_META, muted)}</TD></TR>')
+        rows.append(f"<TR><TD>{_font(line, _SIZE_META, muted)}</TD></TR>")
     for mark, mcolor, text, tcolor in card.outputs:
         body = _e(text) if tcolor == card.text_color else f'<FONT COLOR="{tcolor}">{_e(text)}</FONT>'
-        mark_cell = f'<FONT POINT-SIZE="{_SIZE_MARK:g}" COLOR="{mcolor}"><B>{mark}</B></FONT>' if mark else ""
-        rows.append(f'<TR><TD ALIGN="RIGHT">{mark_cell}</TD><TD ALIGN="LEFT">{body}</TD></TR>')
+        if mark:
+            # the gap goes with the mark, as a no-break space: graphviz writes each font run as
+            # its own SVG <text>, and SVG would drop a space that starts one
+            body = f'<FONT POINT-SIZE="{_SIZE_MARK:g}" COLOR="{mcolor}"><B>{mark}</B>&#160;</FONT>{body}'
+        rows.append(f'<TR><TD ALIGN="LEFT">{body}</TD></TR>')
     rows.append("</TABLE>>")
     return "".join(rows)
 
