@@ -164,18 +164,7 @@ class CudaBackend:
             compat.cuda_function("raw_delete")(address)
 
     def segments(self) -> list[RawSegment]:
-        out = []
-        for seg in torch.cuda.memory_snapshot():
-            if seg.get("device") != self.index or tuple(seg.get("segment_pool_id", ())) != tuple(self.pool):
-                continue
-            blocks, address = [], seg["address"]
-            for b in seg["blocks"]:
-                start = b.get("address", address)
-                state = b.get("state", "")
-                blocks.append(RawBlock(start, b["size"], b.get("requested_size", 0), state.startswith("active")))
-                address = start + b["size"]
-            out.append(RawSegment(seg["address"], seg["total_size"], seg.get("segment_type", ""), blocks))
-        return sorted(out, key=lambda s: s.address)
+        return pool_segments(self.index, self.pool)
 
     # -- running ---------------------------------------------------------------------------
     def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
@@ -311,6 +300,22 @@ class CudaBackend:
         for info, sid in pool_infos:
             info.ref = refs[sid]
         return infos, plan
+
+
+def pool_segments(device_index: int, pool: Any) -> list[RawSegment]:
+    """The segments of one private pool, from torch.cuda.memory_snapshot()."""
+    out = []
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device") != device_index or tuple(seg.get("segment_pool_id", ())) != tuple(pool):
+            continue
+        blocks, address = [], seg["address"]
+        for b in seg["blocks"]:
+            start = b.get("address", address)
+            state = b.get("state", "")
+            blocks.append(RawBlock(start, b["size"], b.get("requested_size", 0), state.startswith("active")))
+            address = start + b["size"]
+        out.append(RawSegment(seg["address"], seg["total_size"], seg.get("segment_type", ""), blocks))
+    return sorted(out, key=lambda s: s.address)
 
 
 def _leaf_plan(leaf: Any, kind: str, index: int) -> _Leaf:

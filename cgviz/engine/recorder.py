@@ -23,10 +23,36 @@ if TYPE_CHECKING:
 MAX_SPAN = 8
 
 
-def _key(step: Step) -> tuple:
+def step_key(step: Step) -> tuple:
     """What makes two steps the same decision, generation numbers aside."""
     reason = None if step.kind == "generation" else step.reason
     return (step.kind, step.function, step.node, step.parent, tuple(map(tuple, step.invalidated)), reason)
+
+
+def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:
+    """Fold the newest k steps into the identical block just before them, if there is one.
+
+    `keys` holds `step_key` of each step. Returns the block's last step when folded.
+    """
+    n = len(steps)
+    for k in range(1, min(MAX_SPAN, n // 2) + 1):
+        if keys[n - k :] != keys[n - 2 * k : n - k]:
+            continue
+        new, old = steps[n - k :], steps[n - 2 * k : n - k]
+        end = old[-1]
+        if any(s.repeat != 1 for s in new) or any(s.repeat != 1 or s.span != 1 for s in old[:-1]):
+            continue
+        if end.repeat != 1 and end.span != k:
+            continue
+        for kept, again in zip(old, new):
+            kept.duration += again.duration
+            if again.snapshot is not None:
+                kept.snapshot = again.snapshot
+        end.repeat += 1
+        end.span = k
+        del steps[n - k :], keys[n - k :]
+        return end
+    return None
 
 
 class Recorder:
@@ -35,7 +61,7 @@ class Recorder:
         self.level = level
         self.trace = Trace(meta={"trace_level": level})
         self.listeners: list = []  # callables(step), e.g. a live Explorer
-        self._keys: list[tuple] = []  # _key of each stored step
+        self._keys: list[tuple] = []  # step_key of each stored step
 
     @property
     def meta(self) -> dict:
@@ -86,33 +112,10 @@ class Recorder:
         if self.level == "full":
             step.snapshot = self.snapshot()
         self.trace.steps.append(step)
-        self._keys.append(_key(step))
-        shown = self._fold() or step
+        self._keys.append(step_key(step))
+        shown = fold_repeats(self.trace.steps, self._keys) or step
         for listener in self.listeners:
             listener(shown)
-
-    def _fold(self) -> Optional[Step]:
-        """Fold the newest k steps into the identical block just before them, if there is one."""
-        steps, keys = self.trace.steps, self._keys
-        n = len(steps)
-        for k in range(1, min(MAX_SPAN, n // 2) + 1):
-            if keys[n - k :] != keys[n - 2 * k : n - k]:
-                continue
-            new, old = steps[n - k :], steps[n - 2 * k : n - k]
-            end = old[-1]
-            if any(s.repeat != 1 for s in new) or any(s.repeat != 1 or s.span != 1 for s in old[:-1]):
-                continue
-            if end.repeat != 1 and end.span != k:
-                continue
-            for kept, again in zip(old, new):
-                kept.duration += again.duration
-                if again.snapshot is not None:
-                    kept.snapshot = again.snapshot
-            end.repeat += 1
-            end.span = k
-            del steps[n - k :], keys[n - k :]
-            return end
-        return None
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -129,45 +132,48 @@ class Recorder:
         )
 
     def _segments(self, nodes: list[NodeView], path: list[int]) -> list[Segment]:
-        """Pool segments, each block mapped to what lives in it, by address.
+        on_path = set(path)
+        buffers = {address: (n.id, i) for n in self.tree.nodes if n.id in on_path for i, address in n.input_buffers.items()}
+        return owned_segments(self.tree.backend.segments(), nodes, buffers)
 
-        During replays the allocator's view is stale (replays bypass it): memory it calls
-        free may hold live outputs. Such a free block is shown split, each live output's
-        bytes as an allocated piece owned by that output, so the picture shows what is in
-        use. Input buffers of the current path claim the allocated blocks at their address.
-        """
-        live = sorted(
-            (out.address, max(out.nbytes, 1), view.id, out.index)
-            for view in nodes
-            for out in view.outputs
-            if out.alias_of is None and out.state == "live" and out.address is not None
-        )
-        buffers = {
-            address: (n.id, i) for n in self.tree.nodes if n.id in set(path) for i, address in n.input_buffers.items()
-        }
-        segments = []
-        for raw in self.tree.backend.segments():
-            blocks: list[Block] = []
-            for b in raw.blocks:
-                lo = bisect.bisect_left(live, (b.address,))
-                hi = bisect.bisect_left(live, (b.address + b.size,))
-                inside = live[lo:hi]
-                if b.allocated or not inside:
-                    blocks.append(_claimed(b, inside, buffers))
+
+def owned_segments(raw_segments: list, nodes: list[NodeView], buffers: dict) -> list[Segment]:
+    """Pool segments, each block mapped to what lives in it, by address.
+
+    During replays the allocator's view is stale (replays bypass it): memory it calls
+    free may hold live outputs. Such a free block is shown split, each live output's
+    bytes as an allocated piece owned by that output, so the picture shows what is in
+    use. `buffers` (address -> (node, input)) claim the allocated blocks at their address.
+    """
+    live = sorted(
+        (out.address, max(out.nbytes, 1), view.id, out.index)
+        for view in nodes
+        for out in view.outputs
+        if out.alias_of is None and out.state == "live" and out.address is not None
+    )
+    segments = []
+    for raw in raw_segments:
+        blocks: list[Block] = []
+        for b in raw.blocks:
+            lo = bisect.bisect_left(live, (b.address,))
+            hi = bisect.bisect_left(live, (b.address + b.size,))
+            inside = live[lo:hi]
+            if b.allocated or not inside:
+                blocks.append(_claimed(b, inside, buffers))
+                continue
+            cursor = b.address
+            for address, nbytes, node, out in inside:
+                end = min(b.address + b.size, address + round_size(nbytes))
+                if address < cursor:
                     continue
-                cursor = b.address
-                for address, nbytes, node, out in inside:
-                    end = min(b.address + b.size, address + round_size(nbytes))
-                    if address < cursor:
-                        continue
-                    if address > cursor:
-                        blocks.append(Block(cursor, address - cursor, False))
-                    blocks.append(Block(address, end - address, True, nbytes, f"node {node} output {out}", node, out))
-                    cursor = end
-                if cursor < b.address + b.size:
-                    blocks.append(Block(cursor, b.address + b.size - cursor, False))
-            segments.append(Segment(raw.address, raw.size, raw.kind, blocks))
-        return segments
+                if address > cursor:
+                    blocks.append(Block(cursor, address - cursor, False))
+                blocks.append(Block(address, end - address, True, nbytes, f"node {node} output {out}", node, out))
+                cursor = end
+            if cursor < b.address + b.size:
+                blocks.append(Block(cursor, b.address + b.size - cursor, False))
+        segments.append(Segment(raw.address, raw.size, raw.kind, blocks))
+    return segments
 
 
 def _claimed(b, inside: list, buffers: dict) -> Block:

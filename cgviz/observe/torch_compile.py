@@ -1,0 +1,380 @@
+"""Observe torch.compile's own CUDA graph trees into a Trace.
+
+While an observer is active, the methods of torch's tree manager
+(`torch._inductor.cudagraph_trees.CUDAGraphTreeManager`) that warm up, record, replay, end
+paths, start generations and restore allocator checkpoints are wrapped: each call still does
+exactly what torch does, and also becomes a Step. Skip reasons logged at compile time
+("skipping cudagraphs due to ...") become eager steps. The wrapping is removed when the last
+observer stops, also on an exception. Nothing here creates a manager or synchronises the
+device, except the pool snapshot at trace level "full".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections import Counter
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from cgviz.engine.recorder import fold_repeats, step_key
+from cgviz.observe import _torch_layout as layout
+from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
+
+OVERWRITTEN = "overwritten by a subsequent run"
+_ACTIVE: list["TorchObserver"] = []
+_ORIGINALS: list[tuple[Any, str, Any]] = []
+
+
+class TorchObserver:
+    """Turns the manager's activity into steps; `trace` grows while it is active."""
+
+    def __init__(self, trace: str = "full") -> None:
+        if trace not in ("events", "full"):
+            raise ValueError(f"trace must be 'events' or 'full', not {trace!r}")
+        self.level = trace
+        self.trace = Trace(meta={
+            "backend": "torch.compile", "source": "torch._inductor.cudagraph_trees",
+            "torch": torch.__version__, "trace_level": trace,
+        })
+        self.generation = 1
+        self.managers: list = []
+        self._ids: dict[int, int] = {}  # id(torch node) -> cgviz node id
+        self._nodes: dict[int, Any] = {}  # cgviz id -> torch node (kept so snapshots can show it)
+        self._born: dict[int, int] = {}  # cgviz id -> generation it was made in
+        self._replays: Counter = Counter()
+        self._invalidated: set[tuple[int, int]] = set()
+        self._notes: list[str] = []  # re-record reasons and warnings for the next step
+        self._pending_invalidated: list[list[int]] = []
+        self._depth = 0
+        self._events = 0
+        self._keys: list[tuple] = []
+
+    # -- ids and steps -------------------------------------------------------------------------
+    def node_id(self, node: Any) -> Optional[int]:
+        if node is None:
+            return None
+        key = id(node)
+        if key not in self._ids:
+            self._ids[key] = len(self._ids)
+            self._nodes[self._ids[key]] = node
+            self._born[self._ids[key]] = self.generation
+        return self._ids[key]
+
+    def step(self, kind: str, reason: str, manager: Any = None, *, function: Optional[str] = None,
+             node: Any = None, invalidated: Optional[list] = None, start: Optional[float] = None) -> None:
+        self._events += 1
+        if self._notes and kind in ("record", "eager", "warmup"):
+            reason = reason + "; " + "; ".join(self._notes)
+            self._notes.clear()
+        node_id = self.node_id(node)
+        parent = layout.node_parent(node) if node is not None else None
+        s = Step(
+            index=len(self.trace.steps), kind=kind, reason=reason, generation=self.generation,
+            function=function, node=node_id, parent=self.node_id(parent),
+            duration=0.0 if start is None else time.perf_counter() - start,
+            invalidated=invalidated or [],
+        )
+        if self.level == "full" and manager is not None:
+            s.snapshot = self.snapshot(manager)
+        self.trace.steps.append(s)
+        self._keys.append(step_key(s))
+        fold_repeats(self.trace.steps, self._keys)
+
+    def label(self, manager: Any, function_id: Any) -> str:
+        name, mode = layout.function_label(manager, function_id)
+        return f"{name} ({mode})" if mode else name
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def snapshot(self, manager: Any) -> Snapshot:
+        """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
+        seen: list[Any] = []
+        stack = list(layout.roots(manager))
+        while stack:
+            node = stack.pop(0)
+            seen.append(node)
+            stack.extend(layout.node_children(node))
+        for cg_id, node in self._nodes.items():
+            if layout.is_warmup(node) and node not in seen:
+                seen.append(node)
+        views = [self._node_view(manager, n) for n in seen]
+        views.sort(key=lambda v: v.id)
+        current = layout.read(manager, "current_node")
+        path = []
+        n = current
+        while n is not None:
+            path.append(self.node_id(n))
+            n = layout.node_parent(n)
+        path.reverse()
+        state = getattr(layout.read(manager, "path_state"), "name", "none").lower()
+        return Snapshot(views, self.node_id(current), path, state, self.generation, self._segments(manager, views))
+
+    def _node_view(self, manager: Any, node: Any) -> NodeView:
+        cg_id = self.node_id(node)
+        fid = layout.node_function(node)
+        meta = layout.output_metadata(node)
+        outputs = []
+        for i, ref in enumerate(layout.output_refs(node)):
+            m = meta[i] if i < len(meta) and isinstance(meta[i], dict) else {}
+            if (cg_id, i) in self._invalidated:
+                state = "invalid"
+            else:
+                state = "live" if layout.is_live(ref) else "dead"
+            address = ref.data_ptr() if ref is not None else m.get("data_ptr")
+            dtype = str(m.get("dtype", "")).removeprefix("torch.")
+            outputs.append(OutputView(i, list(m.get("size", ())), dtype, int(m.get("nbytes", 0) or 0), address, state,
+                                      None if ref is not None else "untracked"))
+        children = [self.node_id(c) for c in layout.node_children(node)]
+        children += [i for i, n in self._nodes.items() if layout.is_warmup(n) and layout.node_parent(n) is node]
+        return NodeView(
+            id=cg_id, function=self.label(manager, fid), kind="warmup" if layout.is_warmup(node) else "graph",
+            parent=self.node_id(layout.node_parent(node)), children=sorted(children),
+            generation=self._born.get(cg_id, self.generation), replays=self._replays[cg_id], outputs=outputs,
+            signature=layout.torch_node_id(node),
+        )
+
+    def _segments(self, manager: Any, views: list[NodeView]) -> list:
+        pool = layout.pool_of(manager)
+        device = layout.read(manager, "device_index")
+        if pool is None or device is None:
+            return []
+        from cgviz.engine.cuda import pool_segments
+        from cgviz.engine.recorder import owned_segments
+
+        return owned_segments(pool_segments(device, pool), views, {})
+
+    # -- the hooks ------------------------------------------------------------------------------
+    def on_run(self, original: Callable, manager: Any, new_inputs: list, function_id: Any) -> Any:
+        if manager not in self.managers:
+            self.managers.append(manager)
+        label = self.label(manager, function_id)
+        start = time.perf_counter()
+        outer = self._depth == 0
+        before = self._events
+        self._depth += 1
+        try:
+            out = original(manager, new_inputs, function_id)
+        except Exception as exc:
+            self.step("error", f"{label} raised {type(exc).__name__}: {exc}", manager, function=label, start=start)
+            raise
+        finally:
+            self._depth -= 1
+        if outer and self._events == before:
+            reason = (
+                f"{label} ran eagerly: torch's tree neither warmed it up, recorded nor replayed it "
+                "(it mutates inputs the tree does not manage, or it passed its re-record limit)"
+            )
+            self.step("eager", reason, manager, function=label, start=start)
+        return out
+
+
+def _hook(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+    original = getattr(owner, name, None)
+    if original is None:
+        layout.read(owner, name)  # says once that this torch lacks it
+        return
+    _ORIGINALS.append((owner, name, original))
+    setattr(owner, name, make(original))
+
+
+def _observers() -> list[TorchObserver]:
+    return list(_ACTIVE)
+
+
+def _install() -> None:
+    from torch._inductor import cudagraph_trees as trees
+
+    manager_cls = trees.CUDAGraphTreeManager
+
+    def wrap_run(original):
+        def run(self, new_inputs, function_id):
+            if not _ACTIVE:
+                return original(self, new_inputs, function_id)
+            return _ACTIVE[-1].on_run(original, self, new_inputs, function_id)
+        return run
+
+    def after(describe: Callable) -> Callable:
+        """A wrapper that runs the original, then records a step built by describe()."""
+        def make(original):
+            def method(self, *args, **kwargs):
+                if not _ACTIVE:
+                    return original(self, *args, **kwargs)
+                start = time.perf_counter()
+                context = {"before": layout.read(self, "current_node")}
+                out = original(self, *args, **kwargs)
+                for obs in _observers():
+                    describe(obs, self, args, context, start)
+                return out
+            return method
+        return make
+
+    def on_warmup(obs, manager, args, context, start):
+        node = layout.read(manager, "current_node")
+        label = obs.label(manager, args[1])
+        already = getattr(node, "already_warm", False)
+        reason = (f"{label} runs eagerly again: the path is warming up" if already
+                  else f"first call of {label}: warm up eagerly, allocations in the tree's pool")
+        obs.step("warmup", reason, manager, function=label, node=node, start=start)
+
+    def on_record(obs, manager, args, context, start):
+        node = layout.read(manager, "current_node")
+        label = obs.label(manager, args[1])
+        parent = context["before"]
+        where = "a new root" if parent is None else f"a child of node {obs.node_id(parent)}"
+        cid = layout.compile_id(manager, args[1])
+        reason = f"recording {label} as {where}" + (f" (compile id {cid})" if cid else "")
+        obs._invalidated = {k for k in obs._invalidated if k[0] != obs.node_id(node)}
+        obs.step("record", reason, manager, function=label, node=node, start=start)
+
+    def on_execute(obs, manager, args, context, start):
+        node = args[0]
+        cg_id = obs.node_id(node)
+        obs._replays[cg_id] += 1
+        obs._notes.clear()  # children that failed their checks before this one matched
+        obs._invalidated = {k for k in obs._invalidated if k[0] != cg_id}
+        label = obs.label(manager, layout.node_function(node))
+        obs.step("execute", f"{label} replays node {cg_id}: its invariants hold", manager,
+                 function=label, node=node, start=start)
+
+    def on_checkpoint(obs, manager, args, context, start):
+        node = layout.read(manager, "current_node")
+        obs.step("checkpoint_restore", f"allocator state saved after recording node {obs.node_id(node)} "
+                 "restored, keeping the path's live outputs", manager, node=node, start=start)
+
+    def make_try_end(original):
+        def method(self, *args, **kwargs):
+            if not _ACTIVE:
+                return original(self, *args, **kwargs)
+            start = time.perf_counter()
+            before = layout.read(self, "current_node")
+            try:
+                new_generation = bool(self.can_start_new_generation())
+            except Exception:
+                new_generation = False
+            out = original(self, *args, **kwargs)
+            if before is not None and layout.read(self, "current_node") is None:
+                for obs in _observers():
+                    if new_generation:
+                        invalidated, obs._pending_invalidated = obs._pending_invalidated, []
+                        old = obs.generation
+                        obs.generation += 1
+                        names = ", ".join(f"output {o} of node {n}" for n, o in invalidated) or "nothing live"
+                        obs.step("generation", f"generation {old} ends (a new torch.compile invocation or "
+                                 f"cudagraph_mark_step_begin()); invalidated: {names}", self,
+                                 invalidated=invalidated, start=start)
+                    else:
+                        obs.step("path_end", f"all outputs of the path ending at node {obs.node_id(before)} "
+                                 "are dead; the next call starts from the roots", self, start=start)
+            return out
+        return method
+
+    def make_dealloc(original):
+        def method(self, *args, **kwargs):
+            if _ACTIVE:
+                current = layout.read(self, "current_node")
+                for obs in _observers():
+                    node = current
+                    while node is not None:
+                        cg_id = obs.node_id(node)
+                        for i, ref in enumerate(layout.output_refs(node)):
+                            if layout.is_live(ref):
+                                obs._pending_invalidated.append([cg_id, i])
+                                obs._invalidated.add((cg_id, i))
+                        node = layout.node_parent(node)
+            return original(self, *args, **kwargs)
+        return method
+
+    def make_warn(original):
+        def method(self, function_id, *args, **kwargs):
+            warned = set(layout.read(self, "warned_functions", set()) or ())
+            out = original(self, function_id, *args, **kwargs)
+            if _ACTIVE and function_id in (layout.read(self, "warned_functions", set()) or ()) and function_id not in warned:
+                for obs in _observers():
+                    obs._notes.append("torch warns: unable to hit the fast path because outputs from a previous "
+                                      "step still require backward (a pending backward)")
+            return out
+        return method
+
+    def make_invariants(original):
+        def method(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            if _ACTIVE:
+                status = result[0] if isinstance(result, tuple) else result
+                if getattr(status, "name", "SUCCESS") != "SUCCESS":
+                    why = status.name
+                    if isinstance(result, tuple) and callable(result[1]):
+                        with contextlib.suppress(Exception):
+                            why = result[1]() or why
+                    for obs in _observers():
+                        obs._notes.append(f"node {obs.node_id(self)} could not replay: {why}")
+            return result
+        return method
+
+    def make_skip(original):
+        def log_skip(msg, *args, **kwargs):
+            for obs in _observers():
+                obs.step("eager", f"torch.compile skipped CUDA graphs: {msg}")
+            return original(msg, *args, **kwargs)
+        return log_skip
+
+    _hook(manager_cls, "run", wrap_run)
+    _hook(manager_cls, "run_eager", after(on_warmup))
+    _hook(manager_cls, "record_function", after(on_record))
+    _hook(manager_cls, "execute_node", after(on_execute))
+    _hook(manager_cls, "apply_checkpoint_execution_state_in_allocator", after(on_checkpoint))
+    for name in ("try_end_curr_recording", "try_end_curr_execution", "try_end_curr_warmup"):
+        _hook(manager_cls, name, make_try_end)
+    _hook(manager_cls, "dealloc_current_path_weakrefs", make_dealloc)
+    _hook(manager_cls, "check_warn_on_unable_to_start_executing", make_warn)
+    _hook(trees.CUDAGraphNode, "check_invariants", make_invariants)
+    for module_name in ("cudagraph_utils", "cudagraph_trees", "output_code", "compile_fx"):
+        module = sys.modules.get(f"torch._inductor.{module_name}")
+        if module is not None and hasattr(module, "log_cudagraph_skip_and_bump_counter"):
+            _hook(module, "log_cudagraph_skip_and_bump_counter", make_skip)
+
+
+def _uninstall() -> None:
+    while _ORIGINALS:
+        owner, name, original = _ORIGINALS.pop()
+        setattr(owner, name, original)
+
+
+def start_observing(trace: str = "full") -> TorchObserver:
+    """Begin recording torch.compile's CUDA graph trees; returns the observer (its .trace grows)."""
+    observer = TorchObserver(trace)
+    import torch._inductor.compile_fx  # noqa: F401  (so the skip logger's importers are patched too)
+
+    if not _ACTIVE:
+        _install()
+    _ACTIVE.append(observer)
+    return observer
+
+
+def stop_observing(observer: TorchObserver) -> Trace:
+    """Stop one observer; the wrapping is removed when none is left."""
+    if observer in _ACTIVE:
+        _ACTIVE.remove(observer)
+    if not _ACTIVE:
+        _uninstall()
+    return observer.trace
+
+
+@contextlib.contextmanager
+def observe_torch(trace: str = "full") -> Iterator[Trace]:
+    """`with cgviz.observe_torch() as trace:` — torch.compile(mode="reduce-overhead") activity
+    inside the block becomes the Trace's steps. An "overwritten by a subsequent run" error
+    leaving the block is recorded as an error step, then raised as usual."""
+    observer = start_observing(trace)
+    try:
+        yield observer.trace
+    except RuntimeError as exc:
+        steps = observer.trace.steps
+        already = steps and steps[-1].kind == "error" and str(exc) in steps[-1].reason
+        if OVERWRITTEN in str(exc) and not already:
+            manager = observer.managers[-1] if observer.managers else None
+            observer.step("error", f"an output was used after a later run overwrote it: {exc}", manager)
+        raise
+    finally:
+        stop_observing(observer)

@@ -1,0 +1,181 @@
+"""cgviz.observe_torch on real torch.compile(mode="reduce-overhead") trees."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from cgviz.observe import _torch_layout as layout
+from cgviz.observe.torch_compile import observe_torch
+
+DEV = "cuda"
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def save(trace, name):
+    """With CGVIZ_TRACE_DIR set, keep the trace as data for machines without a GPU."""
+    out = os.environ.get("CGVIZ_TRACE_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        trace.save(Path(out) / f"torch_{name}.cgtrace.json")
+
+
+def manager():
+    from torch._inductor import cudagraph_trees as trees
+
+    return trees.get_container(0).get_tree_manager()
+
+
+def walk_shape(mgr):
+    """(depth, number of children) of every recorded graph, walking torch's manager directly."""
+    out = []
+    stack = [(n, 0) for n in layout.roots(mgr)]
+    while stack:
+        node, depth = stack.pop()
+        children = layout.node_children(node)
+        out.append((depth, len(children)))
+        stack.extend((c, depth + 1) for c in children)
+    return sorted(out)
+
+
+def trace_shape(snapshot):
+    graphs = {n.id: n for n in snapshot.nodes if n.kind == "graph"}
+
+    def depth(n):
+        d = 0
+        while n.parent is not None and n.parent in graphs:
+            n, d = graphs[n.parent], d + 1
+        return d
+
+    return sorted((depth(n), len([c for c in n.children if c in graphs])) for n in graphs.values())
+
+
+def kinds(trace):
+    return [s.kind for s in trace.steps]
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(DEV)
+
+
+def test_inference_under_no_grad():
+    model = mlp()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(16, 32, device=DEV)
+    with torch.no_grad(), observe_torch() as trace:
+        for _ in range(5):
+            y = compiled(x)
+            assert torch.allclose(y, model(x), atol=1e-5)
+    save(trace, "inference")
+    ks = kinds(trace)
+    assert ks.index("warmup") < ks.index("record") < ks.index("execute")
+    assert all("(inference)" in s.function for s in trace.steps if s.kind in ("warmup", "record", "execute"))
+    assert trace_shape(trace.steps[-1].snapshot) == walk_shape(manager())
+    assert trace.steps[-1].snapshot.segments, "the pool's segments are in the snapshot"
+
+
+def test_training_backward_is_a_child_of_the_forward():
+    model = mlp()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(16, 32, device=DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with observe_torch() as trace:
+        for _ in range(5):
+            opt.zero_grad(set_to_none=True)  # .grad from the last backward graph is not kept across steps
+            loss = compiled(x).sum()
+            loss.backward()
+            opt.step()
+    save(trace, "training")
+    records = [s for s in trace.steps if s.kind == "record"]
+    fwd = [s for s in records if "(forward)" in s.function]
+    bwd = [s for s in records if "(backward)" in s.function]
+    assert fwd and bwd
+    assert bwd[0].parent == fwd[0].node
+    assert "execute" in kinds(trace)
+    assert trace_shape(trace.steps[-1].snapshot) == walk_shape(manager())
+
+
+def test_dynamic_shapes_make_several_roots_and_rerecord_reasons():
+    model = mlp()
+    compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+    with torch.no_grad(), observe_torch() as trace:
+        for _ in range(3):
+            for n in (4, 8, 16):
+                compiled(torch.randn(n, 32, device=DEV))
+        # a parameter moved to a new address: the recorded graph's static input moved
+        model[0].weight.data = model[0].weight.data.clone()
+        for _ in range(3):
+            compiled(torch.randn(4, 32, device=DEV))
+    save(trace, "dynamic_shapes")
+    snap = trace.steps[-1].snapshot
+    roots = [n for n in snap.nodes if n.kind == "graph" and n.parent is None]
+    assert len(roots) >= 3
+    assert any("could not replay" in s.reason for s in trace.steps if s.kind == "record"), [
+        s.reason for s in trace.steps if s.kind == "record"
+    ]
+    assert trace_shape(snap) == walk_shape(manager())
+
+
+def test_cpu_input_skip_reason_is_recorded():
+    def fn(x, scale):
+        return (x * 2).sum(0) + scale.to(x.device)
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    x = torch.randn(8, 8, device=DEV)
+    # without graph partitioning (newer torch splits CPU work out of the graph), torch skips
+    # CUDA graphs for a function with a CPU input, and says why
+    patch = {"graph_partition": False} if hasattr(torch._inductor.config, "graph_partition") else {}
+    with torch._inductor.config.patch(patch), torch.no_grad(), observe_torch() as trace:
+        for _ in range(3):
+            compiled(x, torch.ones(8))
+    save(trace, "cpu_input")
+    eager = [s for s in trace.steps if s.kind == "eager"]
+    assert eager and "skipping cudagraphs" in eager[0].reason.lower(), [s.reason for s in trace.steps]
+
+
+def test_use_after_overwrite_is_an_error_step():
+    def cube(x):
+        return x * x * x
+
+    compiled = torch.compile(cube, mode="reduce-overhead")
+    x = torch.rand(4, device=DEV)
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        with observe_torch() as trace:
+            out = compiled(x)
+            compiled(x)  # a new invocation: a new generation overwrites `out`
+            print(out + out)
+    save(trace, "overwritten")
+    assert trace.steps[-1].kind == "error"
+    assert "overwritten" in trace.steps[-1].reason
+    assert any(s.kind == "generation" and s.invalidated for s in trace.steps)
+
+
+def test_wrapping_is_removed_on_exit_and_on_exception():
+    from torch._inductor import cudagraph_trees as trees
+
+    original = trees.CUDAGraphTreeManager.run
+    with observe_torch():
+        assert trees.CUDAGraphTreeManager.run is not original
+    assert trees.CUDAGraphTreeManager.run is original
+    with pytest.raises(ValueError):
+        with observe_torch():
+            raise ValueError("user error")
+    assert trees.CUDAGraphTreeManager.run is original
+
+
+def test_events_level_adds_no_snapshots_and_no_manager_is_created():
+    from torch._inductor import cudagraph_trees as trees
+
+    with observe_torch(trace="events") as trace:
+        torch.randn(4, device=DEV) + 1  # no compiled code: torch makes no manager, nor do we
+    assert trace.steps == []
+    container = trees.get_container(0)
+    assert container.tree_manager is None
