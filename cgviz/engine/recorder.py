@@ -35,8 +35,9 @@ def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:
     `keys` holds `step_key` of each step. Returns the block's last step when folded.
     """
     n = len(steps)
+    last = keys[-1] if keys else None
     for k in range(1, min(MAX_SPAN, n // 2) + 1):
-        if keys[n - k :] != keys[n - 2 * k : n - k]:
+        if keys[n - 1 - k] != last or keys[n - k :] != keys[n - 2 * k : n - k]:
             continue
         new, old = steps[n - k :], steps[n - 2 * k : n - k]
         end = old[-1]

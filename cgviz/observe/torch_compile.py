@@ -51,6 +51,7 @@ class TorchObserver:
         self._depth = 0
         self._events = 0
         self._keys: list[tuple] = []
+        self._labels: dict[tuple, str] = {}
 
     # -- ids and steps -------------------------------------------------------------------------
     def node_id(self, node: Any) -> Optional[int]:
@@ -84,8 +85,12 @@ class TorchObserver:
         fold_repeats(self.trace.steps, self._keys)
 
     def label(self, manager: Any, function_id: Any) -> str:
-        name, mode = layout.function_label(manager, function_id)
-        return f"{name} ({mode})" if mode else name
+        key = (id(manager), function_id)
+        label = self._labels.get(key)
+        if label is None:
+            name, mode = layout.function_label(manager, function_id)
+            label = self._labels[key] = f"{name} ({mode})" if mode else name
+        return label
 
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, manager: Any) -> Snapshot:
@@ -179,10 +184,6 @@ def _hook(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
     setattr(owner, name, make(original))
 
 
-def _observers() -> list[TorchObserver]:
-    return list(_ACTIVE)
-
-
 def _install() -> None:
     from torch._inductor import cudagraph_trees as trees
 
@@ -202,15 +203,15 @@ def _install() -> None:
                 if not _ACTIVE:
                     return original(self, *args, **kwargs)
                 start = time.perf_counter()
-                context = {"before": layout.read(self, "current_node")}
+                before = self.current_node
                 out = original(self, *args, **kwargs)
-                for obs in _observers():
-                    describe(obs, self, args, context, start)
+                for obs in _ACTIVE:
+                    describe(obs, self, args, before, start)
                 return out
             return method
         return make
 
-    def on_warmup(obs, manager, args, context, start):
+    def on_warmup(obs, manager, args, before, start):
         node = layout.read(manager, "current_node")
         label = obs.label(manager, args[1])
         already = getattr(node, "already_warm", False)
@@ -218,27 +219,28 @@ def _install() -> None:
                   else f"first call of {label}: warm up eagerly, allocations in the tree's pool")
         obs.step("warmup", reason, manager, function=label, node=node, start=start)
 
-    def on_record(obs, manager, args, context, start):
+    def on_record(obs, manager, args, before, start):
         node = layout.read(manager, "current_node")
         label = obs.label(manager, args[1])
-        parent = context["before"]
+        parent = before
         where = "a new root" if parent is None else f"a child of node {obs.node_id(parent)}"
         cid = layout.compile_id(manager, args[1])
         reason = f"recording {label} as {where}" + (f" (compile id {cid})" if cid else "")
         obs._invalidated = {k for k in obs._invalidated if k[0] != obs.node_id(node)}
         obs.step("record", reason, manager, function=label, node=node, start=start)
 
-    def on_execute(obs, manager, args, context, start):
+    def on_execute(obs, manager, args, before, start):
         node = args[0]
         cg_id = obs.node_id(node)
         obs._replays[cg_id] += 1
         obs._notes.clear()  # children that failed their checks before this one matched
-        obs._invalidated = {k for k in obs._invalidated if k[0] != cg_id}
+        if obs._invalidated:
+            obs._invalidated = {k for k in obs._invalidated if k[0] != cg_id}
         label = obs.label(manager, layout.node_function(node))
         obs.step("execute", f"{label} replays node {cg_id}: its invariants hold", manager,
                  function=label, node=node, start=start)
 
-    def on_checkpoint(obs, manager, args, context, start):
+    def on_checkpoint(obs, manager, args, before, start):
         node = layout.read(manager, "current_node")
         obs.step("checkpoint_restore", f"allocator state saved after recording node {obs.node_id(node)} "
                  "restored, keeping the path's live outputs", manager, node=node, start=start)
@@ -248,14 +250,14 @@ def _install() -> None:
             if not _ACTIVE:
                 return original(self, *args, **kwargs)
             start = time.perf_counter()
-            before = layout.read(self, "current_node")
+            before = self.current_node
             try:
                 new_generation = bool(self.can_start_new_generation())
             except Exception:
                 new_generation = False
             out = original(self, *args, **kwargs)
-            if before is not None and layout.read(self, "current_node") is None:
-                for obs in _observers():
+            if before is not None and self.current_node is None:
+                for obs in _ACTIVE:
                     if new_generation:
                         invalidated, obs._pending_invalidated = obs._pending_invalidated, []
                         old = obs.generation
@@ -274,7 +276,7 @@ def _install() -> None:
         def method(self, *args, **kwargs):
             if _ACTIVE:
                 current = layout.read(self, "current_node")
-                for obs in _observers():
+                for obs in _ACTIVE:
                     node = current
                     while node is not None:
                         cg_id = obs.node_id(node)
@@ -291,7 +293,7 @@ def _install() -> None:
             warned = set(layout.read(self, "warned_functions", set()) or ())
             out = original(self, function_id, *args, **kwargs)
             if _ACTIVE and function_id in (layout.read(self, "warned_functions", set()) or ()) and function_id not in warned:
-                for obs in _observers():
+                for obs in _ACTIVE:
                     obs._notes.append("torch warns: unable to hit the fast path because outputs from a previous "
                                       "step still require backward (a pending backward)")
             return out
@@ -307,14 +309,14 @@ def _install() -> None:
                     if isinstance(result, tuple) and callable(result[1]):
                         with contextlib.suppress(Exception):
                             why = result[1]() or why
-                    for obs in _observers():
+                    for obs in _ACTIVE:
                         obs._notes.append(f"node {obs.node_id(self)} could not replay: {why}")
             return result
         return method
 
     def make_skip(original):
         def log_skip(msg, *args, **kwargs):
-            for obs in _observers():
+            for obs in _ACTIVE:
                 obs.step("eager", f"torch.compile skipped CUDA graphs: {msg}")
             return original(msg, *args, **kwargs)
         return log_skip

@@ -97,7 +97,7 @@ class Snapshot:
         raise KeyError(f"no node {node_id} in this snapshot")
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One decision of the tree, with the reason for it in plain words.
 
