@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 __version__ = "0.1.0"
 
-__all__ = ["Tree", "Trace", "graphed", "default_tree", "__version__"]
+__all__ = ["Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "__version__"]
 
 if TYPE_CHECKING:
     from cgviz.engine.tree import Tree
     from cgviz.trace.model import Trace
+    from cgviz.widgets.explorer import Explorer
 
 _default_tree = None
 
@@ -33,6 +34,13 @@ def graphed(fn: Callable | None = None, **options: Any):
     return default_tree().graphed(fn, **options)
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext cgviz`: registers the %%cudagraph and %cgviz magics (IPython loads here only)."""
+    from cgviz.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
 def __getattr__(name: str) -> Any:
     if name == "Tree":
         from cgviz.engine.tree import Tree
@@ -42,4 +50,12 @@ def __getattr__(name: str) -> Any:
         from cgviz.trace.model import Trace
 
         return Trace
+    if name == "Explorer":
+        from cgviz.widgets.explorer import Explorer
+
+        return Explorer
+    if name == "to_html":
+        from cgviz.views.html import to_html
+
+        return to_html
     raise AttributeError(f"module 'cgviz' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The `cgviz` command: demo a scenario, report versions and backends."""
+"""The `cgviz` command: demo a scenario, render a saved trace as HTML, report versions and backends."""
 
 from __future__ import annotations
 
@@ -9,31 +9,98 @@ from typing import Optional, Sequence
 SCENARIO_DEFAULT = "branching"
 
 
+DEMO_HTML = "cgviz-demo.html"
+HTML_SUFFIXES = (".html", ".htm")
+
+
+def _is_html(path: str) -> bool:
+    return path.lower().endswith(HTML_SUFFIXES)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from cgviz.scenarios import SCENARIOS, run_scenario
 
     if args.scenario not in SCENARIOS:
         print(f"cgviz demo: unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
+    outputs = args.output or []
+    html_paths = [p for p in outputs if _is_html(p)] or [DEMO_HTML]
+    trace_paths = [p for p in outputs if not _is_html(p)]
     scenario = SCENARIOS[args.scenario]
     print(f"cgviz demo · {scenario.title} · backend {args.backend}", flush=True)
     print(scenario.description)
     run = run_scenario(args.scenario, device=args.backend)
-    print()
-    print("steps:")
-    for step in run.trace.steps:
-        print(f"  {step.index:>3}  {step.headline()}")
-        print(f"       why: {step.reason}")
-    print()
-    print(run.tree.explain())
+    trace = run.trace
+    if args.text:
+        print()
+        print("steps:")
+        for step in trace.steps:
+            print(f"  {step.index:>3}  {step.headline()}")
+            print(f"       why: {step.reason}")
+        print()
+        print(run.tree.explain())
+    else:
+        counts = ", ".join(f"{n} {kind}" for kind, n in trace.counts().items() if n)
+        print(f"{len(trace.steps)} steps ({counts}) on {trace.meta.get('device', args.backend)}")
     if run.mismatches:
         print("results that differ from eager:", *run.mismatches, sep="\n  ", file=sys.stderr)
         return 1
-    print(f"\nall results equal eager ({run.trace.calls} decisions)")
-    if args.output:
-        run.trace.save(args.output)
-        print(f"trace saved to {args.output}")
+    print(f"\nall results equal eager ({trace.calls} decisions)")
+    from cgviz.views.html import to_html
+
+    for path in trace_paths + html_paths:
+        try:
+            if _is_html(path):
+                to_html(trace, path)
+            else:
+                trace.save(path)
+        except OSError as exc:
+            print(f"cgviz demo: {_os_message(exc, 'write', path)}", file=sys.stderr)
+            return 1
+        if _is_html(path):
+            print(f"explorer written to {path} (open it in a browser)")
+        else:
+            print(f"trace saved to {path}")
     return 0
+
+
+def _os_message(exc: OSError, verb: str, path: str) -> str:
+    """'cannot write out.html: Permission denied' (or the exception's own message, when it has no errno text)."""
+    return f"cannot {verb} {path}: {exc.strerror}" if exc.strerror else str(exc)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from cgviz.trace.io import TraceFormatError, load_trace
+
+    try:
+        trace = load_trace(args.trace)
+    except FileNotFoundError:
+        print(f"cgviz render: trace file not found: {args.trace}", file=sys.stderr)
+        return 1
+    except TraceFormatError as exc:
+        print(f"cgviz render: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a directory, no permission, ...
+        print(f"cgviz render: {_os_message(exc, 'read', args.trace)}", file=sys.stderr)
+        return 1
+    out = args.output or _default_html_path(args.trace)
+    from cgviz.views.html import to_html
+
+    try:
+        to_html(trace, out, title=args.title, renderer=args.renderer)
+    except OSError as exc:
+        print(f"cgviz render: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        return 1
+    print(f"{len(trace.steps)} steps from {args.trace} → {out}")
+    return 0
+
+
+def _default_html_path(trace_path: str) -> str:
+    """run.cgtrace.json → run.html, run.json → run.html, run → run.html."""
+    for suffix in (".cgtrace.json", ".json"):
+        if trace_path.lower().endswith(suffix) and len(trace_path) > len(suffix):
+            return trace_path[: -len(suffix)] + ".html"
+    return trace_path + ".html"
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -69,9 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run a scenario and show its tree, steps and reasons")
     demo.add_argument("--backend", choices=("auto", "sim", "cuda"), default="auto")
     demo.add_argument("--scenario", default=SCENARIO_DEFAULT, help=f"one of: {', '.join(SCENARIOS)}")
-    demo.add_argument("--text", action="store_true", help="print the tree and steps in the terminal")
-    demo.add_argument("-o", "--output", help="also save the trace as JSON to this path")
+    demo.add_argument("--text", action="store_true", help="also print the steps, reasons and tree in the terminal")
+    demo.add_argument(
+        "-o", "--output", action="append", metavar="PATH",
+        help=f"where to write: a .html path gets the explorer page (default {DEMO_HTML}), any other path "
+             "the trace as JSON; repeat for both",
+    )
     demo.set_defaults(run=_demo)
+    render = sub.add_parser("render", help="write a saved trace as a standalone HTML explorer")
+    render.add_argument("trace", metavar="TRACE", help="a trace saved as JSON (run.cgtrace.json)")
+    render.add_argument("-o", "--output", metavar="PATH", help="the HTML file (default: TRACE with .html)")
+    render.add_argument("--title", help="the page title (default: cgviz · scenario · backend)")
+    render.add_argument("--renderer", choices=("auto", "graphviz", "builtin"), default="auto",
+                        help="how trees are laid out (auto: Graphviz when installed and the trace is small enough)")
+    render.set_defaults(run=_render)
     info = sub.add_parser("info", help="versions, backends, and the private torch functions found")
     info.set_defaults(run=_info)
     return parser

@@ -34,6 +34,7 @@ from cgviz.engine.function import (
 )
 from cgviz.engine.node import Node
 from cgviz.engine.recorder import Recorder
+from cgviz.engine.registry import register
 
 TRACE_LEVELS = (None, "events", "full")
 
@@ -80,6 +81,7 @@ class Tree:
         self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records for moved inputs
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
+        register(self)  # weakly, so %%cudagraph can see every tree's steps
 
     # -- public API ---------------------------------------------------------------------------
     @property

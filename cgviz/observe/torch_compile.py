@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from cgviz.engine.recorder import fold_repeats, step_key
+from cgviz.engine.recorder import fold_repeats
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 
@@ -50,7 +50,7 @@ class TorchObserver:
         self._pending_invalidated: list[list[int]] = []
         self._depth = 0
         self._events = 0
-        self._keys: list[tuple] = []
+        self.log = FoldingLog(self.trace.steps)
         self._labels: dict[tuple, str] = {}
 
     # -- ids and steps -------------------------------------------------------------------------
@@ -71,18 +71,24 @@ class TorchObserver:
             reason = reason + "; " + "; ".join(self._notes)
             self._notes.clear()
         node_id = self.node_id(node)
-        parent = layout.node_parent(node) if node is not None else None
-        s = Step(
-            index=len(self.trace.steps), kind=kind, reason=reason, generation=self.generation,
-            function=function, node=node_id, parent=self.node_id(parent),
-            duration=0.0 if start is None else time.perf_counter() - start,
-            invalidated=invalidated or [],
-        )
-        if self.level == "full" and manager is not None:
-            s.snapshot = self.snapshot(manager)
-        self.trace.steps.append(s)
-        self._keys.append(step_key(s))
-        fold_repeats(self.trace.steps, self._keys)
+        parent_id = self.node_id(layout.node_parent(node)) if node is not None else None
+        duration = 0.0 if start is None else time.perf_counter() - start
+        invalidated = invalidated or []
+        generation = self.generation
+        key = (kind, function, node_id, parent_id, tuple(map(tuple, invalidated)),
+               None if kind == "generation" else reason)
+
+        def make() -> Step:
+            return Step(index=0, kind=kind, reason=reason, generation=generation, function=function,
+                        node=node_id, parent=parent_id, duration=duration, invalidated=invalidated)
+
+        if self.level == "full":
+            made = make()
+            if manager is not None:
+                made.snapshot = self.snapshot(manager)
+            self.log.add(key, lambda: made, duration)
+        else:
+            self.log.add(key, make, duration)
 
     def label(self, manager: Any, function_id: Any) -> str:
         key = (id(manager), function_id)
@@ -173,6 +179,50 @@ class TorchObserver:
             )
             self.step("eager", reason, manager, function=label, start=start)
         return out
+
+
+class FoldingLog:
+    """The observed steps, with repeated work folded as it happens.
+
+    While a folded block repeats (a compiled model called in a loop), a decision that
+    matches the block's next step is only counted: no Step is made. The steps of a
+    repetition in progress are made only if it breaks off, or at `flush()`; `trace.steps`
+    is exact whenever no repetition is half done (after each call of a steady loop) and
+    once observing stops.
+    """
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = steps
+        self.keys: list[tuple] = []
+        self.pending: list[tuple[tuple, Callable[[], Step], float]] = []
+
+    def add(self, key: tuple, make: Callable[[], Step], duration: float) -> None:
+        steps = self.steps
+        if steps and steps[-1].repeat > 1:
+            end = steps[-1]
+            k, i = end.span, len(self.pending)
+            if self.keys[len(self.keys) - k + i] == key:
+                self.pending.append((key, make, duration))
+                if i + 1 == k:  # one more repetition of the whole block
+                    for kept, (_, _, d) in zip(steps[-k:], self.pending):
+                        kept.duration += d
+                    end.repeat += 1
+                    self.pending = []
+                return
+        self.flush()
+        self._append(key, make)
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for key, make, _ in pending:
+            self._append(key, make)
+
+    def _append(self, key: tuple, make: Callable[[], Step]) -> None:
+        step = make()
+        step.index = len(self.steps)
+        self.steps.append(step)
+        self.keys.append(key)
+        fold_repeats(self.steps, self.keys)
 
 
 def _hook(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
@@ -356,6 +406,7 @@ def start_observing(trace: str = "full") -> TorchObserver:
 
 def stop_observing(observer: TorchObserver) -> Trace:
     """Stop one observer; the wrapping is removed when none is left."""
+    observer.log.flush()
     if observer in _ACTIVE:
         _ACTIVE.remove(observer)
     if not _ACTIVE:

@@ -1,0 +1,498 @@
+"""IPython magics: `%%cudagraph` runs a cell and shows what the CUDA graph trees did in it;
+`%cgviz` inspects, explores, resets and saves a tree.
+
+    %load_ext cgviz
+    %%cudagraph [-n N] [--mark-step] [--torch] [--tree NAME] [--save PATH] [--no-widget]
+    %cgviz status|explore|reset [NAME]
+    %cgviz save PATH [NAME]
+
+`%%cudagraph` watches every `cgviz.Tree` of the process (see `cgviz.engine.registry`): the
+steps any tree takes while the cell runs are summed up in plain text, and shown in an
+Explorer widget. Trees live on in the user's namespace, so running the cell again goes on
+from where the tree is: warmup, then record, then replay.
+
+A NAME is a tree's `name` (`cgviz.Tree(name="...")`; the default tree is "default") or the
+name of a variable of the user's namespace that holds a tree.
+
+Widgets, plotting and the Explorer load on first display only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import os
+import sys
+import weakref
+from collections import Counter
+from typing import Any, Callable, Optional
+
+from IPython.core import magic_arguments
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+import cgviz
+from cgviz.engine import registry
+
+# Step kinds in the order the summary names them, with the words it uses.
+KIND_WORDS = (
+    ("warmup", "warmups"),
+    ("record", "recordings"),
+    ("execute", "replays"),
+    ("eager", "eager fallbacks"),
+    ("generation", "generations"),
+    ("path_end", "path ends"),
+    ("error", "errors"),
+    ("checkpoint_restore", "checkpoint restores"),
+)
+TORCH_UNAVAILABLE = "--torch needs cgviz.observe_torch (not available in this version)"
+SUBCOMMANDS = ("status", "explore", "reset", "save")
+
+
+class _HelpFormatter(magic_arguments.MagicHelpFormatter):
+    """IPython's magic help, with a plain "usage: %magic ..." line (not an RST block)."""
+
+    def add_usage(self, usage, actions, groups, prefix="usage: %"):
+        super().add_usage(usage, actions, groups, prefix)
+
+
+# -- what a cell did to one tree --------------------------------------------------------------
+@dataclasses.dataclass
+class TreeActivity:
+    """The steps one tree (or torch.compile's observed trees) took during a cell."""
+
+    label: str
+    trace: Any  # cgviz.Trace: the whole trace, as it is now
+    tree: Any = None  # the cgviz.Tree; None for an observed torch.compile trace
+    before: int = 0  # trace.calls before the cell
+    steps: list = dataclasses.field(default_factory=list)  # every new decision, in order (Step objects)
+
+    @property
+    def new(self) -> int:
+        return len(self.steps)
+
+    @property
+    def level(self) -> Optional[str]:
+        if self.tree is not None:
+            return self.tree.trace_level
+        return self.trace.meta.get("trace_level", "events")
+
+    def counts(self) -> dict[str, int]:
+        out = {kind: 0 for kind, _ in KIND_WORDS}
+        for step in self.steps:
+            out[step.kind] = out.get(step.kind, 0) + 1
+        return out
+
+    def reasons(self, kind: str) -> Counter:
+        """Distinct reasons of the new steps of one kind, in order of first appearance."""
+        return Counter(step.reason for step in self.steps if step.kind == kind)
+
+    def new_trace(self):
+        """The new steps as a Trace of their own (repeated blocks folded again)."""
+        return _trace_of(self.steps, self.trace.meta)
+
+
+@dataclasses.dataclass
+class CellResult:
+    """What the last `%%cudagraph` cell did: kept as `CudaGraphMagics.last`."""
+
+    runs: int  # runs asked for
+    done: int = 0  # runs started
+    error: Optional[BaseException] = None  # the exception that stopped the runs
+    activities: list = dataclasses.field(default_factory=list)  # TreeActivity, one per tree reported
+    explorers: list = dataclasses.field(default_factory=list)
+    saved: Optional[str] = None
+    summary: str = ""
+
+
+# -- counting decisions (repeated blocks unrolled) -------------------------------------------
+class _CallCounter:
+    """`trace.calls` of each tree, cached while the trace is unchanged, so watching many
+    trees costs little. A trace only grows: a new decision appends a step or folds into
+    the last stored step (raising its repeat), so (length, last step, its repeat) moves."""
+
+    def __init__(self) -> None:
+        self._cache: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+
+    def __call__(self, tree: Any) -> int:
+        steps = tree.trace.steps
+        last = steps[-1] if steps else None
+        key = (len(steps), last, 0 if last is None else last.repeat)
+        cached = self._cache.get(tree)
+        if cached is not None and cached[0] == key[0] and cached[1] is key[1] and cached[2] == key[2]:
+            return cached[3]
+        calls = tree.trace.calls
+        self._cache[tree] = (*key, calls)
+        return calls
+
+
+def last_decisions(trace: Any, n: int) -> list:
+    """The last `n` decisions of `trace`, oldest first, repeated blocks unrolled (as
+    `trace.expanded()[-n:]`, without unrolling the whole trace)."""
+    out: list = []
+    steps = trace.steps
+    i = len(steps) - 1
+    while i >= 0 and len(out) < n:
+        end = steps[i]
+        span = end.span if end.repeat > 1 else 1
+        block = steps[max(0, i - span + 1) : i + 1]
+        for _ in range(end.repeat):
+            out.extend(reversed(block))
+            if len(out) >= n:
+                break
+        i -= len(block)
+    out = out[:n]
+    out.reverse()
+    return out
+
+
+def _trace_of(decisions: list, meta: dict):
+    """A Trace of these decisions, each a copy, repeats folded as the recorder folds them."""
+    from cgviz.trace.model import Trace
+
+    try:
+        from cgviz.engine.recorder import fold_repeats, step_key
+    except ImportError:  # an engine without the shared folding: keep every decision
+        fold_repeats = step_key = None
+    trace = Trace(meta=dict(meta))
+    keys: list = []
+    for step in decisions:
+        copy = dataclasses.replace(
+            step, index=len(trace.steps), repeat=1, span=1, duration=step.duration / max(step.repeat, 1)
+        )
+        trace.steps.append(copy)
+        if fold_repeats is not None:
+            keys.append(step_key(copy))
+            fold_repeats(trace.steps, keys)
+    return trace
+
+
+# -- text ---------------------------------------------------------------------------------------
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def summarize(activity: TreeActivity) -> list[str]:
+    """The plain-text lines for one tree: counts, reasons, pool, where the tree is now."""
+    from cgviz.trace.diff import format_bytes
+
+    total = activity.before + activity.new
+    lines = [f"{activity.label}: {_plural(activity.new, 'new step')} ({total} in its trace)"]
+    if activity.level is None:
+        lines.append("  trace=None: this tree records no steps")
+        return lines
+    counts = activity.counts()
+    lines.append("  " + " · ".join(f"{word} {counts[kind]}" for kind, word in KIND_WORDS))
+    for kind, title in (("eager", "eager fallbacks"), ("error", "errors")):
+        reasons = activity.reasons(kind)
+        if reasons:
+            lines.append(f"  {title}:")
+            lines.extend(f"    {times}× {reason}" for reason, times in reasons.items())
+    snapshot = activity.trace.last_snapshot() if activity.level == "full" else None
+    if snapshot is not None:
+        lines.append(
+            f"  pool: {format_bytes(snapshot.reserved_bytes)} reserved · "
+            f"{format_bytes(snapshot.allocated_bytes)} allocated"
+        )
+    elif activity.level != "full":
+        lines.append(f"  pool: not recorded (trace={activity.level!r}; 'full' records it)")
+    tree = activity.tree
+    if tree is not None:
+        path = " → ".join(str(n.id) for n in tree.current.path) if tree.current is not None else "none"
+        lines.append(
+            f"  now: generation {tree.generation} · state {tree.state} · path {path} · "
+            f"{_plural(len(tree.nodes), 'node')}"
+        )
+    return lines
+
+
+# -- the magics ---------------------------------------------------------------------------------
+@magics_class
+class CudaGraphMagics(Magics):
+    """`%%cudagraph` and `%cgviz`. `last` is the last cell's CellResult; `explorers` the
+    Explorer widgets the last command displayed."""
+
+    def __init__(self, shell: Any = None) -> None:
+        super().__init__(shell)
+        self.last: Optional[CellResult] = None
+        self.explorers: list = []
+        self._calls = _CallCounter()
+
+    # -- %%cudagraph ------------------------------------------------------------------------
+    @magic_arguments.magic_arguments(name="%cudagraph")
+    @magic_arguments.kwds(add_help=True, formatter_class=_HelpFormatter, epilog=(
+        "Steps that any cgviz.Tree takes while the cell runs are summed up per tree and shown "
+        "in an Explorer. Run the cell again to go on: warmup, then record, then replay."
+    ))
+    @magic_arguments.argument("-n", dest="runs", type=int, default=1, metavar="N", help="run the cell N times (default 1)")
+    @magic_arguments.argument(
+        "--mark-step", action="store_true",
+        help="call mark_step() (a new generation) before each run, on the default tree and on the --tree one",
+    )
+    @magic_arguments.argument("--torch", action="store_true", help="also record torch.compile's own CUDA graph trees")
+    @magic_arguments.argument(
+        "--tree", metavar="NAME",
+        help="the tree to explore and save (its name, or a variable holding it); the explorer shows its whole trace",
+    )
+    @magic_arguments.argument("--save", metavar="PATH", help="save the trace as JSON (cgviz.Trace.load reads it)")
+    @magic_arguments.argument("--no-widget", action="store_true", help="print the summary only, no Explorer")
+    @cell_magic
+    def cudagraph(self, line: str, cell: str) -> None:
+        """Run the cell and show what the CUDA graph trees did in it."""
+        parser = self.cudagraph.parser
+        try:
+            args = parser.parse_argstring(line)
+            if args.runs < 1:
+                raise UsageError(f"-n must be a positive number of runs, not {args.runs}")
+            named = self._resolve(args.tree) if args.tree is not None else None
+        except SystemExit:  # -h printed the help
+            return
+        except UsageError as exc:
+            self._usage_error(parser, exc)
+            return
+        self.last = self._run(args, cell, named)
+
+    def _run(self, args: Any, cell: str, named: Any) -> CellResult:
+        result = CellResult(runs=args.runs)
+        before = {tree: self._calls(tree) for tree in registry.all_trees()}
+        torch_cm, torch_trace = self._start_torch() if args.torch else (None, None)
+        exc_info: tuple = (None, None, None)
+        try:
+            for k in range(args.runs):
+                if args.mark_step:
+                    self._mark_step(named)
+                result.done = k + 1
+                run = self.shell.run_cell(cell, store_history=False, silent=k < args.runs - 1)
+                error = None if run is None else (run.error_before_exec or run.error_in_exec)
+                if error is not None:  # IPython has shown it; stop here, keep what was recorded
+                    result.error = error
+                    exc_info = (type(error), error, error.__traceback__)
+                    break
+        finally:
+            if torch_cm is not None:
+                with contextlib.suppress(Exception):
+                    torch_cm.__exit__(*exc_info)
+
+        for tree in registry.all_trees():
+            now = self._calls(tree)
+            start = before.get(tree, 0)
+            if now > start or tree is named:
+                activity = TreeActivity(self._label(tree), tree.trace, tree, start)
+                activity.steps = last_decisions(tree.trace, now - start)
+                result.activities.append(activity)
+        if torch_trace is not None:
+            steps = last_decisions(torch_trace, torch_trace.calls)
+            result.activities.append(TreeActivity("torch.compile (observed)", torch_trace, None, 0, steps))
+
+        result.summary = self._summary(result, args)
+        print(result.summary)
+        if args.save:
+            result.saved = self._save_cell(result, named, args.save)
+        if not args.no_widget:
+            if named is not None:
+                result.explorers = self._show([named])
+            else:
+                result.explorers = self._show([a.new_trace() for a in result.activities if a.new])
+        self.explorers = result.explorers
+        return result
+
+    def _summary(self, result: CellResult, args: Any) -> str:
+        if result.error is not None:
+            head = (
+                f"%%cudagraph: run {result.done} of {result.runs} raised {type(result.error).__name__} "
+                "(shown above); the steps recorded before it are kept"
+            )
+        else:
+            head = f"%%cudagraph: ran the cell {'once' if result.runs == 1 else f'{result.runs} times'}"
+        lines = [head]
+        for activity in result.activities:
+            lines.extend(summarize(activity))
+        if not any(a.new for a in result.activities):
+            lines.append(
+                "no cgviz tree took a step (run functions wrapped by a cgviz.Tree, e.g. tree.wrap(fn) "
+                "or @cgviz.graphed)"
+            )
+        return "\n".join(lines)
+
+    def _mark_step(self, named: Any) -> None:
+        trees = [cgviz.default_tree()] if named is None else [named]
+        if named is not None and cgviz._default_tree is not None and cgviz._default_tree is not named:
+            trees.append(cgviz._default_tree)
+        for tree in trees:
+            tree.mark_step()
+
+    def _start_torch(self) -> tuple:
+        observe = _observe_torch()
+        if observe is None:
+            print(TORCH_UNAVAILABLE)
+            return None, None
+        try:
+            cm = observe()
+            trace = cm.__enter__()
+        except Exception as exc:  # noqa: BLE001 - the cell still runs, without the observer
+            print(f"--torch: could not observe torch.compile ({type(exc).__name__}: {exc}); running without it")
+            return None, None
+        return cm, trace
+
+    def _save_cell(self, result: CellResult, named: Any, path: str) -> Optional[str]:
+        if named is not None:
+            target = next((a for a in result.activities if a.tree is named), None)
+            label, trace = (target.label, target.trace) if target else (self._label(named), named.trace)
+        else:
+            took = [a for a in result.activities if a.new]
+            if len(took) != 1:
+                which = ", ".join(a.label for a in took) or "none"
+                print(f"--save: {len(took)} trees took steps ({which}); name one with --tree NAME. Nothing saved.")
+                return None
+            label, trace = took[0].label, took[0].trace
+        return self._save(trace, label, path)
+
+    def _save(self, trace: Any, label: str, path: str) -> Optional[str]:
+        path = os.path.expanduser(path)
+        try:
+            trace.save(path)
+        except (OSError, ValueError) as exc:
+            print(f"cgviz: error: could not save the trace of {label} to {path}: {exc}", file=sys.stderr)
+            return None
+        print(f"saved the trace of {label} ({_plural(trace.calls, 'step')}) to {path}")
+        return path
+
+    # -- %cgviz -----------------------------------------------------------------------------
+    @magic_arguments.magic_arguments()
+    @magic_arguments.kwds(add_help=True, formatter_class=_HelpFormatter, epilog=(
+        "status [NAME]      the tree now: its nodes, current path, live outputs, last decisions\n"
+        "explore [NAME]     an Explorer widget on the tree, following it live\n"
+        "reset [NAME]       forget the tree's nodes and graphs (tree.reset())\n"
+        "save PATH [NAME]   save the tree's trace as JSON\n"
+        "NAME: a tree's name or a variable holding a tree; without it, the default tree."
+    ))
+    @magic_arguments.argument("command", nargs="?", default="status", choices=SUBCOMMANDS, help="what to do (default: status)")
+    @magic_arguments.argument("args", nargs="*", help="PATH and/or NAME, as the command takes them")
+    @line_magic
+    def cgviz(self, line: str) -> None:
+        """Inspect, explore, reset or save a cgviz tree."""
+        parser = self.cgviz.parser
+        try:
+            args = parser.parse_argstring(line)
+            command, rest = args.command, list(args.args)
+            path = None
+            if command == "save":
+                if not rest:
+                    raise UsageError("save needs a PATH: %cgviz save PATH [NAME]")
+                path = rest.pop(0)
+            if len(rest) > 1:
+                raise UsageError(f"{command} takes at most one tree NAME, got {len(rest)}: {' '.join(rest)}")
+            tree = self._resolve(rest[0]) if rest else self._default()
+        except SystemExit:
+            return
+        except UsageError as exc:
+            self._usage_error(parser, exc)
+            return
+        label = self._label(tree)
+        if command == "status":
+            print(tree.explain())
+        elif command == "explore":
+            self.explorers = self._show([tree])
+        elif command == "reset":
+            forgotten = len(tree.nodes)
+            tree.reset()
+            print(f"reset {label}: {_plural(forgotten, 'node')} and their graphs forgotten; the trace is kept")
+        elif command == "save":
+            self._save(tree.trace, label, path)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _usage_error(self, parser: Any, exc: BaseException) -> None:
+        """The usage and a one-line error, instead of a traceback."""
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(parser.format_usage().rstrip(), file=sys.stderr)
+        print(f"%{parser.prog}: error: {message}", file=sys.stderr)
+
+    def _trees_in_namespace(self) -> dict[str, Any]:
+        """User variables that hold a registered tree: name -> tree."""
+        trees = registry.all_trees()
+        if not trees:
+            return {}
+        ids = {id(t): t for t in trees}
+        return {
+            name: value
+            for name, value in list(self.shell.user_ns.items())
+            if not name.startswith("_") and id(value) in ids and ids[id(value)] is value
+        }
+
+    def _resolve(self, name: str) -> Any:
+        """A tree by its name, or by the variable that holds it; UsageError if none."""
+        tree = registry.find(name)
+        if tree is not None:
+            return tree
+        held = self._trees_in_namespace().get(name)
+        if held is not None:
+            return held
+        if name == "default":
+            return cgviz.default_tree()
+        known = sorted({repr(t.name) for t in registry.all_trees() if t.name})
+        known += sorted(self._trees_in_namespace())
+        hint = f"; known: {', '.join(known)}" if known else "; no tree exists yet"
+        raise UsageError(f"no cgviz tree named {name!r}{hint}")
+
+    def _default(self) -> Any:
+        """Without a NAME: the default tree if it exists, else the newest tree, else a new default tree."""
+        if cgviz._default_tree is not None:
+            return cgviz._default_tree
+        trees = registry.all_trees()
+        return trees[-1] if trees else cgviz.default_tree()
+
+    def _label(self, tree: Any) -> str:
+        where = f" on {tree.backend.name}"
+        if tree.name:
+            return f"tree {tree.name!r}{where}"
+        names = [name for name, value in self._trees_in_namespace().items() if value is tree]
+        if names:
+            return f"tree `{names[0]}`{where}"
+        return f"unnamed tree{where}"
+
+    def _show(self, targets: list) -> list:
+        """Display an Explorer on each target (a Tree: live; a Trace), at its last step."""
+        if not targets:
+            return []
+        try:
+            from IPython.display import display
+
+            from cgviz.widgets.explorer import Explorer
+        except ImportError as exc:
+            print(f"(no explorer widget: {exc}; the summary above has the counts)")
+            return []
+        shown = []
+        for target in targets:
+            try:
+                explorer = Explorer(target)
+                steps = len(getattr(target, "trace", target).steps)
+                if steps:
+                    explorer.go(steps - 1)
+                display(explorer)
+            except Exception as exc:  # noqa: BLE001 - the summary is printed already; say why, no traceback
+                print(f"(explorer not shown: {type(exc).__name__}: {exc})")
+                continue
+            shown.append(explorer)
+        return shown
+
+
+def _observe_torch() -> Optional[Callable]:
+    """cgviz.observe_torch, where this version has it; None otherwise."""
+    try:
+        return getattr(cgviz, "observe_torch")
+    except Exception:  # noqa: BLE001 - AttributeError, or a lazy import that failed
+        pass
+    for module in ("cgviz.observe", "cgviz.observe.torch_compile"):
+        try:
+            observe = getattr(importlib.import_module(module), "observe_torch", None)
+        except Exception:  # noqa: BLE001
+            continue
+        if observe is not None:
+            return observe
+    return None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext cgviz` (or `%load_ext cgviz.magics`): registers %%cudagraph and %cgviz."""
+    ipython.register_magics(CudaGraphMagics)

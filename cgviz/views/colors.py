@@ -1,0 +1,155 @@
+"""Colours shared by the views: one per node, one per step kind, and the pool's fixed fills.
+
+    node_color(2)          # '#2ca02c': the same node has the same colour in every view
+    STEP_COLORS["record"]  # '#0072b2'
+    block_style(block)     # (category, face colour, hatch) of a pool block
+
+Node colours come from a qualitative palette (matplotlib's tab20 without its greys, topped
+up with tab20b's indigo pair: ten strong hues first, then their light variants), cycled
+by node id, so they do not depend on which other nodes exist or the order they are drawn
+in. Greys are kept for the pool's free space and unowned blocks, so a grey block never
+reads as a node.
+
+Step-kind colours are the Okabe–Ito colour-blind-safe palette (warmup orange, record
+blue, execute green, error vermilion, …) plus black for a new generation and a neutral
+grey for path ends, the quietest event.
+
+Nothing here imports matplotlib.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import Block
+
+__all__ = [
+    "NODE_PALETTE",
+    "node_color",
+    "STEP_COLORS",
+    "STEP_LABELS",
+    "step_color",
+    "FREE_COLOR",
+    "UNOWNED_COLOR",
+    "UNOWNED_HATCH",
+    "INPUT_HATCH",
+    "EDGE_COLOR",
+    "HIGHLIGHT_EDGE",
+    "TEXT_COLOR",
+    "MUTED_TEXT",
+    "BLOCK_CATEGORIES",
+    "block_category",
+    "block_style",
+    "text_color_on",
+]
+
+#: tab20 without its greys (+ tab20b's indigo): ten strong hues, then their light variants.
+NODE_PALETTE: tuple[str, ...] = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+    "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#9c9ede",
+)
+
+
+def node_color(node_id: Optional[int]) -> str:
+    """The colour of node `node_id` in every view (a hex string); None: the unowned grey."""
+    if node_id is None:
+        return UNOWNED_COLOR
+    return NODE_PALETTE[int(node_id) % len(NODE_PALETTE)]
+
+
+#: One colour per step kind (Okabe–Ito, colour-blind safe), in STEP_KINDS order.
+STEP_COLORS: dict[str, str] = {
+    "warmup": "#e69f00",  # orange: eager run before recording (the tree view's warmup fill)
+    "record": "#0072b2",  # blue: a graph is captured (the tree view's graph blue)
+    "execute": "#009e73",  # bluish green: a replay, the fast path
+    "eager": "#cc79a7",  # reddish purple: could not be graphed, ran eagerly
+    "generation": "#000000",  # black: a new generation begins
+    "path_end": "#a0a0a0",  # grey: the path's outputs all died
+    "checkpoint_restore": "#56b4e9",  # sky blue: allocator state put back before recording
+    "error": "#d55e00",  # vermilion: an exception
+}
+
+#: How a step kind reads in a legend.
+STEP_LABELS: dict[str, str] = {
+    "warmup": "warmup",
+    "record": "record",
+    "execute": "execute (replay)",
+    "eager": "eager fallback",
+    "generation": "new generation",
+    "path_end": "path end",
+    "checkpoint_restore": "checkpoint restore",
+    "error": "error",
+}
+
+_UNKNOWN_STEP = "#7f7f7f"
+
+
+def step_color(kind: str) -> str:
+    """The colour of a step kind (a mid grey for a kind this version does not know)."""
+    return STEP_COLORS.get(kind, _UNKNOWN_STEP)
+
+
+# --- the pool -------------------------------------------------------------------------
+
+FREE_COLOR = "#e9ecef"  # free space: light grey, recedes behind the blocks in use
+UNOWNED_COLOR = "#868e96"  # allocated but no live output in it: intermediate or stale
+UNOWNED_HATCH = "x"
+INPUT_HATCH = "////"  # an input buffer: its node's colour, hatched
+EDGE_COLOR = "#ffffff"  # thin white seams between neighbouring blocks
+HIGHLIGHT_EDGE = "#111111"
+TEXT_COLOR = "#1f2933"
+MUTED_TEXT = "#52606d"
+
+#: What a pool block can be, in legend order.
+BLOCK_CATEGORIES: dict[str, str] = {
+    "output": "node output",
+    "input": "input buffer (hatched)",
+    "unowned": "allocated, no live output (intermediate or stale)",
+    "free": "free",
+}
+
+_INPUT_OWNER = re.compile(r"\binput\b")
+
+
+def block_category(block: "Block") -> str:
+    """'free', 'output' (a node's output), 'input' (a node's input buffer) or 'unowned'.
+
+    Free is decided by the allocator's flag alone: a free block that still carries an
+    owner's name (older traces name the output that used to be there) is free space.
+    """
+    if not block.allocated:
+        return "free"
+    if block.node is None:
+        return "unowned"
+    if block.output is None and (block.owner is None or _INPUT_OWNER.search(block.owner)):
+        return "input"
+    return "output"
+
+
+def block_style(block: "Block") -> tuple[str, str, str]:
+    """(category, face colour, hatch) of a pool block; hatch '' when plain."""
+    category = block_category(block)
+    if category == "free":
+        return category, FREE_COLOR, ""
+    if category == "unowned":
+        return category, UNOWNED_COLOR, UNOWNED_HATCH
+    if category == "input":
+        return category, node_color(block.node), INPUT_HATCH
+    return category, node_color(block.node), ""
+
+
+def text_color_on(hex_color: str) -> str:
+    """Dark or white text, whichever reads better on `hex_color`."""
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))
+
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+    # contrast against white (1.05) vs against near-black text (~0.03)
+    return "#ffffff" if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.06) else TEXT_COLOR

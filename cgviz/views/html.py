@@ -1,0 +1,700 @@
+"""The HTML export: a whole trace as one self-contained page that opens offline.
+
+    page = to_html(trace)                       # the page as text
+    to_html(trace, "run.html")                  # ... also written (atomically) to run.html
+
+Every step is precomputed: its headline and reason, the tree after it, the pool after it,
+every node's outputs and, for a generation step, the outputs it invalidated. A few lines of
+inline JavaScript (no libraries, nothing fetched) step through them: ⏮ ◀ ▶ ⏭, a slider, the
+arrow keys (Home/End for the first and last step), a click on a step in the list or on the
+timeline, and a click on a tree node to show its output table. `#step=N` (1-based, as in the
+headline) and `#step=N&node=M` in the address open the page at that step and node.
+
+Pictures that repeat are stored once: each distinct SVG is kept as a list of runs over a
+shared pool of SVG lines, so steps that draw the same tree share it, and trees that differ in
+a few nodes share the rest. The timeline is drawn once; a marker moves along it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import html
+import json
+import os
+import re
+import secrets
+from typing import TYPE_CHECKING, Any, Optional
+
+from cgviz.trace.diff import format_bytes
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import NodeView, Snapshot, Step, Trace
+
+__all__ = ["to_html", "KIND_COLORS"]
+
+#: The colour of each step kind in the step list and the headline.
+KIND_COLORS: dict[str, str] = {
+    "warmup": "#b7791f",
+    "record": "#3b6ea8",
+    "execute": "#2f855a",
+    "eager": "#7b5ea7",
+    "generation": "#c05621",
+    "path_end": "#616e7c",
+    "checkpoint_restore": "#2b7a8c",
+    "error": "#c62828",
+}
+
+# "auto" uses Graphviz when laying out every distinct tree of the trace should take about this
+# long at most (a `dot` run costs about 15 ms plus 1.1 ms per node); the built-in layout beyond.
+GRAPHVIZ_BUDGET_S = 10.0
+_DOT_RUN_S = 0.015
+_DOT_NODE_S = 0.0011
+
+_META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")
+
+
+def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, renderer: str = "auto") -> str:
+    """The trace as one self-contained HTML page; also written to `path` when given.
+
+    `renderer` draws the trees: "graphviz", "builtin", or "auto" (Graphviz when `dot` is
+    installed and the trace is small enough to lay out every distinct tree in about ten
+    seconds, else the built-in layout). The file is written atomically: a temporary file
+    beside `path`, renamed over it.
+    """
+    if renderer not in ("auto", "graphviz", "builtin"):
+        raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
+    page = _Page(trace, title, renderer).build()
+    if path is not None:
+        _write_atomic(os.fspath(path), page)
+    return page
+
+
+def _write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(errno.ENOENT, f"directory {directory} does not exist", path)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with open(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# -- storing SVGs once ---------------------------------------------------------------------------
+class _SvgStore:
+    """Distinct SVG texts, each kept as runs [start, count, ...] over one pool of lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._line_index: dict[str, int] = {}
+
+    def runs(self, svg: str) -> list[int]:
+        out: list[int] = []
+        index = self._line_index
+        for line in svg.split("\n"):
+            j = index.get(line)
+            if j is None:
+                j = index[line] = len(self.lines)
+                self.lines.append(line)
+            if out and out[-2] + out[-1] == j:
+                out[-1] += 1
+            else:
+                out += (j, 1)
+        return out
+
+
+class _Kind:
+    """The SVGs of one view: distinct texts in order, and their runs."""
+
+    def __init__(self, store: _SvgStore) -> None:
+        self.store = store
+        self.items: list[list[int]] = []
+        self._by_runs: dict[tuple, int] = {}
+
+    def add(self, svg: str) -> int:
+        runs = self.store.runs(svg)  # the runs identify the text: equal texts, equal runs
+        key = tuple(runs)
+        i = self._by_runs.get(key)
+        if i is None:
+            i = self._by_runs[key] = len(self.items)
+            self.items.append(runs)
+        return i
+
+
+def _runs(values: list[int]) -> list[int]:
+    out: list[int] = []
+    for j in values:
+        if out and out[-2] + out[-1] == j:
+            out[-1] += 1
+        else:
+            out += (j, 1)
+    return out
+
+
+_ID_RE = re.compile(r'\bid="([^"]+)"')
+_REF_RE = re.compile(r'(url\(#|href="#)([^")]+)')
+
+
+def _namespace_ids(svg: str, prefix: str) -> str:
+    """Prefix every id (and reference to one) so SVGs on one page do not clash."""
+    svg = _ID_RE.sub(lambda m: f'id="{prefix}{m.group(1)}"', svg)
+    return _REF_RE.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", svg)
+
+
+_BLOCK_RE = re.compile(r'<g id="block-([0-9a-fA-F]+)"')
+
+
+def _pool_key(snap: "Snapshot") -> tuple:
+    """What the pool view draws from a snapshot: its segments, node names and output states."""
+    return (
+        tuple((s.address, s.size, s.kind,
+               tuple((b.address, b.size, b.allocated, b.requested, b.owner, b.node, b.output) for b in s.blocks))
+              for s in snap.segments),
+        tuple((n.id, n.function, tuple(o.state for o in n.outputs)) for n in snap.nodes),
+    )
+
+
+def _pool_markup(snap: "Snapshot", svg: str) -> str:
+    """The pool SVG with ids namespaced and each block group marked with its node (data-node)."""
+    owner = {b.address: b.node for s in snap.segments for b in s.blocks if b.allocated and b.node is not None}
+
+    def mark(m: re.Match) -> str:
+        node = owner.get(int(m.group(1), 16))
+        return m.group(0) if node is None else f'{m.group(0)} data-node="{node}"'
+
+    return _namespace_ids(_BLOCK_RE.sub(mark, _strip_prolog(svg)), "pool-")
+
+
+def _strip_prolog(svg: str) -> str:
+    start = svg.find("<svg")
+    return svg[start:] if start > 0 else svg
+
+
+# -- the page ------------------------------------------------------------------------------------
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _output_row(o) -> list:
+    shape = "[" + ", ".join(str(d) for d in o.shape) + "]"
+    address = "" if o.address is None else f"{o.address:#x}"
+    return [o.index, o.state, shape, o.dtype, format_bytes(o.nbytes), address, o.alias_of or ""]
+
+
+class _Page:
+    def __init__(self, trace: "Trace", title: Optional[str], renderer: str) -> None:
+        self.trace = trace
+        self.steps = list(trace.steps)
+        self.title = title or self._default_title()
+        self.renderer = renderer
+        self.notices: list[str] = []
+        self.store = _SvgStore()
+        self.trees = _Kind(self.store)
+        self.pools = _Kind(self.store)
+        self.node_recs: list[list] = []
+        self._node_by_id: dict[int, int] = {}
+        self._node_by_key: dict[tuple, int] = {}
+        self.snap_recs: list[dict] = []
+        self._snap_by_id: dict[int, int] = {}
+        self._snap_by_key: dict[tuple, int] = {}
+        self.banners: list[dict] = []
+
+    def _default_title(self) -> str:
+        meta = self.trace.meta
+        parts = ["cgviz"]
+        if meta.get("scenario"):
+            parts.append(str(meta["scenario"]))
+        if meta.get("backend"):
+            parts.append(str(meta["backend"]))
+        return " · ".join(parts)
+
+    # -- data ---------------------------------------------------------------------------------
+    def _node_index(self, n: "NodeView") -> int:
+        i = self._node_by_id.get(id(n))
+        if i is not None:
+            return i
+        key = (n.id, n.function, n.kind, n.parent, tuple(n.children), n.generation, n.replays, n.signature,
+               tuple((o.index, o.state, tuple(o.shape), o.dtype, o.nbytes, o.address, o.alias_of)
+                     for o in n.outputs))
+        i = self._node_by_key.get(key)
+        if i is None:
+            i = self._node_by_key[key] = len(self.node_recs)
+            self.node_recs.append([n.id, n.function, n.kind, n.parent, list(n.children), n.generation, n.replays,
+                                   n.signature, [_output_row(o) for o in n.outputs]])
+        self._node_by_id[id(n)] = i
+        return i
+
+    def _snap_index(self, s: "Snapshot") -> int:
+        i = self._snap_by_id.get(id(s))
+        if i is not None:
+            return i
+        nodes = _runs([self._node_index(n) for n in s.nodes])
+        segments = len(s.segments)
+        pool = (f"{format_bytes(s.reserved_bytes)} reserved · {format_bytes(s.allocated_bytes)} allocated · "
+                f"{segments} segment{'' if segments == 1 else 's'}") if segments else "no pool segments"
+        key = (tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation, pool)
+        i = self._snap_by_key.get(key)
+        if i is None:
+            i = self._snap_by_key[key] = len(self.snap_recs)
+            self.snap_recs.append({"n": nodes, "path": list(s.path), "cur": s.current_node, "state": s.state,
+                                   "gen": s.generation, "pool": pool})
+        self._snap_by_id[id(s)] = i
+        return i
+
+    def _banner(self, index: int, step: "Step") -> int:
+        if step.kind != "generation":
+            return -1
+        snap = step.snapshot or self._snapshot_before(index)
+        items = []
+        for pair in step.invalidated:
+            node_id, out_index = pair[0], pair[1]
+            function, detail = None, ""
+            if snap is not None:
+                with contextlib.suppress(KeyError):
+                    node = snap.node(node_id)
+                    function = node.function
+                    for o in node.outputs:
+                        if o.index == out_index:
+                            shape = ", ".join(str(d) for d in o.shape)
+                            detail = f" · {o.dtype}[{shape}] · {format_bytes(o.nbytes)}"
+            who = f"{function} (node {node_id})" if function else f"node {node_id}"
+            items.append(f"output {out_index} of {who}{detail}")
+        n = len(items)
+        if n:
+            head = (f"Generation {step.generation} begins: {n} output{'' if n == 1 else 's'} still live from "
+                    f"the previous generation {'is' if n == 1 else 'are'} now invalid. Using "
+                    f"{'it' if n == 1 else 'one'} raises \u201caccessing tensor output of CUDAGraphs that has "
+                    f"been overwritten by a subsequent run\u201d.")
+        else:
+            head = f"Generation {step.generation} begins: the path ends; nothing live was invalidated."
+        self.banners.append({"head": head, "items": items})
+        return len(self.banners) - 1
+
+    def _snapshot_before(self, index: int) -> Optional["Snapshot"]:
+        for k in range(index - 1, -1, -1):
+            if self.steps[k].snapshot is not None:
+                return self.steps[k].snapshot
+        return None
+
+    def _tree_renderer(self) -> str:
+        from cgviz.views.tree import dot_available
+
+        if self.renderer != "auto":
+            return self.renderer
+        if not dot_available():
+            self.notices.append("Trees drawn with the built-in layout: Graphviz's `dot` was not found "
+                                "(apt install graphviz / brew install graphviz / conda install graphviz).")
+            return "builtin"
+        seen: dict[tuple, int] = {}
+        for step in self.steps:
+            if step.snapshot is not None:
+                seen[self._tree_key(step)] = len(step.snapshot.nodes)
+        estimate = _DOT_RUN_S * len(seen) + _DOT_NODE_S * sum(seen.values())
+        if estimate > GRAPHVIZ_BUDGET_S:
+            self.notices.append(f"Trees drawn with the built-in layout: Graphviz would need about "
+                                f"{estimate:.0f} s for the {len(seen)} distinct trees of this trace "
+                                f"(to_html(..., renderer=\"graphviz\") uses it anyway).")
+            return "builtin"
+        return "graphviz"
+
+    @staticmethod
+    def _tree_key(step: "Step") -> tuple:
+        # what the tree view depends on: the snapshot, and the step's node, kind and invalidations
+        inval = tuple(sorted({p[0] for p in step.invalidated})) if step.invalidated else ()
+        return (id(step.snapshot), step.kind, step.node, inval)
+
+    def _data(self) -> dict:
+        steps_out: list[list] = []
+        if not self.steps:
+            return {"steps": steps_out}
+        have_snapshots = any(s.snapshot is not None for s in self.steps)
+        if have_snapshots:
+            from cgviz.views.pool import pool_svg
+            from cgviz.views.tree import tree_svg
+
+            renderer = self._tree_renderer()
+        tree_cache: dict[tuple, int] = {}
+        pool_cache: dict[tuple, int] = {}
+        pool_by_id: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            snap = step.snapshot
+            tree = pool = sidx = -1
+            if snap is not None:
+                key = self._tree_key(step)
+                tree = tree_cache.get(key, -1)
+                if tree < 0:
+                    svg = _strip_prolog(tree_svg(snap, step, renderer=renderer))
+                    tree = tree_cache[key] = self.trees.add(svg)
+                pool = pool_by_id.get(id(snap), -1)
+                if pool < 0:
+                    key = _pool_key(snap)
+                    pool = pool_cache.get(key, -1)
+                    if pool < 0:
+                        pool = pool_cache[key] = self.pools.add(_pool_markup(snap, pool_svg(snap)))
+                    pool_by_id[id(snap)] = pool
+                sidx = self._snap_index(snap)
+            steps_out.append([tree, pool, sidx, step.node, self._banner(i, step)])
+        return {
+            "steps": steps_out,
+            "lines": self.store.lines,
+            "trees": self.trees.items,
+            "pools": self.pools.items,
+            "nodes": self.node_recs,
+            "snaps": self.snap_recs,
+            "banners": self.banners,
+        }
+
+    def _timeline(self) -> tuple[str, list[float]]:
+        """The timeline SVG (ids namespaced) and the x of each step as a fraction of its width."""
+        if not self.steps:
+            return "", []
+        from cgviz.views.timeline import timeline_svg
+
+        svg = _namespace_ids(_strip_prolog(timeline_svg(self.trace)), "tl-")
+        n = len(self.steps)
+        return svg, [round((i + 0.5) / n, 5) for i in range(n)]
+
+    # -- markup -------------------------------------------------------------------------------
+    def build(self) -> str:
+        data = self._data()
+        timeline, xs = self._timeline()
+        data["tx"] = xs
+        data["level"] = self.trace.meta.get("trace_level")
+        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        # safe inside <script>: no "</script>", "<!--" or "]]>" can appear
+        payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        n = len(self.steps)
+        return _TEMPLATE.format(
+            title=_e(self.title),
+            css=_CSS + self._kind_css(),
+            header=self._header(),
+            n_max=max(n - 1, 0),
+            n=n,
+            disabled="" if n else " disabled",
+            notices="".join(f'<p class="notice">{_e(t)}</p>' for t in self.notices),
+            timeline=timeline,
+            timeline_hidden="" if timeline else " hidden",
+            step_list=self._step_list(),
+            empty=self._empty_message(),
+            node_msg="Click a node in the tree to see its outputs." if n else "",
+            payload=payload,
+            js=_JS,
+            **_ICONS,
+        )
+
+    def _kind_css(self) -> str:
+        return "".join(f".k-{k}{{--k:{c}}}" for k, c in KIND_COLORS.items())
+
+    def _header(self) -> str:
+        meta = self.trace.meta
+        keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER)
+        items = []
+        for k in keys:
+            v = meta[k]
+            text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            items.append(f'<span class="meta-item"><span class="meta-key">{_e(k)}</span> {_e(text)}</span>')
+        if not items:
+            items.append('<span class="meta-item"><span class="meta-key">meta</span> none recorded</span>')
+        n = len(self.steps)
+        calls = self.trace.calls
+        count = f"{n} step{'' if n == 1 else 's'}"
+        if calls != n:
+            count += f" ({calls} calls, repeats counted)"
+        kinds = " · ".join(f'<span class="k-{k} kc">{v} {_e(k)}</span>'
+                           for k, v in self.trace.counts().items() if v)
+        return (f'<h1>{_e(self.title)}</h1><div class="meta">{"".join(items)}</div>'
+                f'<div class="counts">{count}{" — " + kinds if kinds else ""}</div>')
+
+    def _step_list(self) -> str:
+        rows = []
+        n = len(self.steps)
+        times = self.trace.repeats() if n else []
+        block_end = -1
+        for i, step in enumerate(self.steps):
+            if i > block_end:  # find the folded block (if any) that step i belongs to
+                block_end = -1
+                for j in range(i, min(n, i + 64)):
+                    if self.steps[j].repeat > 1:
+                        block_end = j if j - self.steps[j].span < i else -1
+                        break
+            note = ""
+            if step.repeat == 1 and block_end >= 0:
+                span = self.steps[block_end].span
+                note = (f'<span class="blk"> · ×{times[i]} (step {i - (block_end - span)} of a '
+                        f'{span}-step block)</span>')
+            rows.append(
+                f'<li class="k-{_e(step.kind)}" data-kind="{_e(step.kind)}" data-i="{i}">'
+                f'<span class="sn">{i + 1}</span><span class="hl">{_e(step.headline())}</span>{note}'
+                f'<span class="why">{_e(step.reason)}</span></li>'
+            )
+        return "".join(rows)
+
+    def _empty_message(self) -> str:
+        if not self.steps:
+            return "This trace has no steps: nothing ran through the tree."
+        if all(s.snapshot is None for s in self.steps):
+            level = self.trace.meta.get("trace_level")
+            lvl = f" (trace level {level!r})" if level else ""
+            return (f"This trace keeps steps and reasons only{lvl}: no snapshots of the tree or the pool. "
+                    f"Record with trace=\"full\" to see them.")
+        return ""
+
+
+def _icon(body: str) -> str:
+    return f'<svg viewBox="0 0 16 16" width="14" height="14" fill="currentColor" aria-hidden="true">{body}</svg>'
+
+
+# drawn, not typed: ⏮ and ⏭ are missing from many fonts
+_ICONS = {
+    "icon_first": _icon('<rect x="2" y="3" width="2.2" height="10"/><path d="M14 3v10L5 8z"/>'),
+    "icon_prev": _icon('<path d="M12 3v10L3.5 8z"/>'),
+    "icon_next": _icon('<path d="M4 3v10l8.5-5z"/>'),
+    "icon_last": _icon('<path d="M2 3v10l9-5z"/><rect x="11.8" y="3" width="2.2" height="10"/>'),
+}
+
+_CSS = """
+:root{--fg:#1f2933;--muted:#52606d;--line:#d9dee4;--bg:#f6f7f9;--panel:#fff;--accent:#e8590c}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg)}
+header{padding:10px 16px 8px;background:var(--panel);border-bottom:1px solid var(--line)}
+h1{font-size:18px;margin:0 0 4px}
+.meta{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12.5px}
+.meta-key{color:var(--muted)}
+.counts{font-size:12.5px;color:var(--muted);margin-top:2px}
+.kc{color:var(--k);font-weight:600}
+.notice{margin:6px 16px 0;font-size:12.5px;color:var(--muted);font-style:italic}
+#controls{position:sticky;top:0;z-index:5;display:flex;align-items:center;gap:6px;padding:8px 16px;background:var(--panel);border-bottom:1px solid var(--line)}
+#controls button{display:inline-flex;align-items:center;justify-content:center;min-width:36px;height:30px;border:1px solid #b8c2cc;background:#fff;color:#323f4b;border-radius:5px;cursor:pointer}
+#controls button:hover:not(:disabled){background:#eef2f6}
+#controls button:disabled{opacity:.4;cursor:default}
+#slider{flex:1;min-width:120px}
+#pos{min-width:110px;text-align:right;font-variant-numeric:tabular-nums;color:var(--muted)}
+#keys{font-size:11.5px;color:var(--muted)}
+#timeline-box{position:relative;margin:8px 16px 0;background:#fff;border:1px solid var(--line);border-radius:6px;padding:4px;cursor:pointer}
+#timeline-box svg{display:block;width:100%;height:auto}
+#timeline-inner{position:relative}
+#marker{position:absolute;top:0;bottom:0;width:0;border-left:2px solid var(--accent);pointer-events:none;transition:left .08s}
+#marker::before{content:"";position:absolute;top:-1px;left:-6px;border:5px solid transparent;border-top:7px solid var(--accent)}
+#now{margin:8px 16px 0;padding:10px 14px;background:#fff;border:1px solid var(--line);border-left:6px solid var(--k,#888);border-radius:6px}
+#headline{font-size:17px;font-weight:600}
+#headline .kind{color:var(--k)}
+#reason{margin-top:3px;color:#323f4b}
+#banner{margin:8px 16px 0;padding:8px 14px;background:#fff4e6;border:1px solid #f0b37e;border-radius:6px;color:#7c2d12}
+#banner ul{margin:4px 0 0;padding-left:20px}
+#main{display:grid;grid-template-columns:minmax(220px,300px) minmax(0,1fr) minmax(300px,420px);gap:10px;padding:10px 16px 16px;align-items:start}
+.panel{background:#fff;border:1px solid var(--line);border-radius:6px;min-width:0}
+.panel h2{font-size:13px;margin:0;padding:6px 10px;border-bottom:1px solid var(--line);color:var(--muted);font-weight:600;display:flex;justify-content:space-between;gap:8px}
+.panel h2 .sub{font-weight:400}
+#steps{list-style:none;margin:0;padding:0;max-height:calc(100vh - 190px);min-height:200px;overflow:auto}
+#steps li{padding:4px 8px 4px 6px;border-left:4px solid var(--k);border-bottom:1px solid #eef0f3;cursor:pointer;font-size:12.5px}
+#steps li:hover{background:#f3f6f9}
+#steps li.cur{background:#fff1e6;box-shadow:inset 0 0 0 1px #f5b07a}
+#steps .sn{display:inline-block;min-width:2.6em;color:var(--muted);font-variant-numeric:tabular-nums}
+#steps .why{display:block;color:var(--muted);font-size:11.5px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;padding-left:2.6em}
+#steps li.cur .why{white-space:normal}
+#tree-box{overflow:auto;max-height:calc(100vh - 190px);min-height:200px;padding:6px}
+#tree-box svg{display:block;margin:0 auto;max-width:none}
+#tree-box.fit svg{max-width:100%;height:auto}
+#tree-box [id^="node-"]{cursor:pointer}
+#tree-box g.cg-sel>rect,#tree-box g.cg-sel>path,#tree-box g.cg-sel>polygon{stroke:var(--accent)!important;stroke-width:4px!important}
+#tree-box g.cg-sel{filter:drop-shadow(0 0 3px rgba(232,89,12,.7))}
+.msg{padding:18px;color:var(--muted);font-style:italic}
+#snapinfo{font-size:12px;color:var(--muted);padding:4px 10px;border-bottom:1px solid var(--line)}
+#side{display:flex;flex-direction:column;gap:10px}
+#node{padding:8px 10px;font-size:12.5px}
+#node .title{font-size:15px;font-weight:600}
+#node .facts{color:var(--muted);margin:2px 0 6px}
+#node .how{font-size:11.5px;color:var(--muted);margin-bottom:4px}
+table{border-collapse:collapse;width:100%;font-size:12px}
+th,td{text-align:left;padding:3px 5px;border-bottom:1px solid #eef0f3;white-space:nowrap}
+th{color:var(--muted);font-weight:600}
+td.addr{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px}
+.st-live{color:#2f855a;font-weight:600}.st-dead{color:#616e7c}.st-invalid{color:#c62828;font-weight:600}
+#pool-box{padding:4px}
+#pool-box svg{display:block;width:100%;height:auto}
+#pool-box.hl g[data-node]{opacity:.3}
+#pool-box.hl g[data-node].on{opacity:1}
+#pool-box.hl g.on path{stroke:#111!important;stroke-width:1.8px!important}
+#steps .blk{color:var(--muted)}
+#poolinfo{font-size:12px;color:var(--muted);padding:4px 10px 0}
+label.fit{font-weight:400;cursor:pointer}
+@media (max-width:1100px){#main{grid-template-columns:1fr}#steps,#tree-box{max-height:none}}
+"""
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="cgviz">
+<title>{title}</title>
+<style>{css}</style>
+</head>
+<body>
+<header>{header}</header>
+{notices}
+<div id="controls">
+<button id="first" title="first step (Home)" aria-label="⏮ first step"{disabled}>{icon_first}</button>
+<button id="prev" title="previous step (←)" aria-label="◀ previous step"{disabled}>{icon_prev}</button>
+<button id="next" title="next step (→)" aria-label="▶ next step"{disabled}>{icon_next}</button>
+<button id="last" title="last step (End)" aria-label="⏭ last step"{disabled}>{icon_last}</button>
+<input id="slider" type="range" min="0" max="{n_max}" value="0" aria-label="step"{disabled}>
+<span id="pos">{n} steps</span>
+<span id="keys">← → Home End · click a node</span>
+</div>
+<div id="timeline-box" title="click to go to a step"{timeline_hidden}><div id="timeline-inner">{timeline}<div id="marker"></div></div></div>
+<div id="now"><div id="headline">{empty}</div><div id="reason"></div></div>
+<div id="banner" hidden></div>
+<div id="main">
+<section class="panel"><h2>Steps <span class="sub">{n}</span></h2><ol id="steps">{step_list}</ol></section>
+<section class="panel"><h2>Tree after this step <label class="fit"><input type="checkbox" id="fit"> fit to width</label></h2><div id="snapinfo"></div><div id="tree-box"><p class="msg">{empty}</p></div></section>
+<div id="side">
+<section class="panel"><h2>Node outputs</h2><div id="node"><p class="msg">{node_msg}</p></div></section>
+<section class="panel"><h2>Memory pool</h2><div id="poolinfo"></div><div id="pool-box"></div></section>
+</div>
+</div>
+<noscript><p class="msg">JavaScript is off: the steps and their reasons are listed above; the tree, pool and outputs need JavaScript.</p></noscript>
+<script type="application/json" id="cgviz-data">{payload}</script>
+<script>{js}</script>
+</body>
+</html>
+"""
+
+_JS = r"""
+(function () {
+"use strict";
+var D = JSON.parse(document.getElementById("cgviz-data").textContent);
+var S = D.steps, N = S.length;
+function $(id) { return document.getElementById(id); }
+var rows = $("steps").children, slider = $("slider");
+var cur = -1, sel = null, shownTree = -2, shownPool = -2, shownNode = null, snapNodes = {};
+
+function unrun(r) { var out = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) out.push(D.lines[j]); return out.join("\n"); }
+function el(tag, cls, text) { var e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
+function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", text)); }
+function nodesOf(si) {
+  if (!snapNodes[si]) { var m = {}, r = D.snaps[si].n; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) m[D.nodes[j][0]] = D.nodes[j]; snapNodes[si] = m; }
+  return snapNodes[si];
+}
+function poolMark(id) {
+  var box = $("pool-box"), on = box.querySelectorAll(".on");
+  for (var i = 0; i < on.length; i++) on[i].classList.remove("on");
+  var mine = id == null ? [] : box.querySelectorAll('[data-node="' + id + '"]');
+  for (i = 0; i < mine.length; i++) mine[i].classList.add("on");
+  box.classList.toggle("hl", mine.length > 0);
+}
+function nodeTable(st) {
+  shownNode = null; nodeTableInner(st); return shownNode;
+}
+function nodeTableInner(st) {
+  var box = $("node"), si = st[2];
+  if (si < 0) { msg(box, "No snapshot for this step."); return; }
+  var snap = D.snaps[si], nodes = nodesOf(si), id = sel, how = "selected · click it again to follow the steps";
+  if (id == null || !nodes[id]) {
+    if (id != null) how = "node " + id + " does not exist at this step; showing ";
+    else how = "";
+    id = st[3] != null && nodes[st[3]] ? st[3] : snap.cur;
+    how += id == null ? "" : (id === st[3] ? "the node of this step" : "the current node") + " · click a node to pin it";
+  }
+  if (id == null || !nodes[id]) { msg(box, Object.keys(nodes).length ? "Click a node in the tree to see its outputs." : "No nodes yet."); return; }
+  var n = nodes[id]; box.textContent = ""; shownNode = id;
+  box.appendChild(el("div", "how", how));
+  box.appendChild(el("div", "title", n[1] + " · node " + n[0]));
+  var facts = [n[2] === "graph" ? "recorded graph" : "warmup run", "generation " + n[5], n[6] + (n[6] === 1 ? " replay" : " replays"),
+    n[3] == null ? "a root" : "parent " + n[3], n[4].length ? "children " + n[4].join(", ") : "no children"];
+  if (snap.cur === n[0]) facts.push("current node"); else if (snap.path.indexOf(n[0]) >= 0) facts.push("on the current path");
+  box.appendChild(el("div", "facts", facts.join(" · ")));
+  if (n[7]) box.appendChild(el("div", "facts", "inputs: " + n[7]));
+  if (!n[8].length) { box.appendChild(el("p", "msg", "No outputs.")); return; }
+  var t = el("table"), h = el("tr");
+  ["#", "state", "shape", "dtype", "size", "address", "alias of"].forEach(function (c) { h.appendChild(el("th", null, c)); });
+  t.appendChild(h);
+  n[8].forEach(function (o) {
+    var tr = el("tr");
+    tr.appendChild(el("td", null, o[0])); tr.appendChild(el("td", "st-" + o[1], ({live: "● ", dead: "○ ", invalid: "✕ "}[o[1]] || "") + o[1]));
+    tr.appendChild(el("td", null, o[2])); tr.appendChild(el("td", null, o[3])); tr.appendChild(el("td", null, o[4]));
+    tr.appendChild(el("td", "addr", o[5])); tr.appendChild(el("td", null, o[6]));
+    t.appendChild(tr);
+  });
+  box.appendChild(t);
+}
+function markSelected() {
+  var old = $("tree-box").querySelectorAll(".cg-sel");
+  for (var i = 0; i < old.length; i++) old[i].classList.remove("cg-sel");
+  if (sel != null) { var g = $("tree-box").querySelector('[id="node-' + sel + '"]'); if (g) g.classList.add("cg-sel"); }
+}
+function show(i, keepHash) {
+  if (!N) return;
+  i = Math.max(0, Math.min(N - 1, i | 0));
+  var st = S[i], row = rows[i];
+  if (cur >= 0) rows[cur].classList.remove("cur");
+  cur = i; row.classList.add("cur");
+  var lst = $("steps"); if (row.offsetTop < lst.scrollTop || row.offsetTop + row.offsetHeight > lst.scrollTop + lst.clientHeight) lst.scrollTop = row.offsetTop - lst.clientHeight / 3;
+  $("now").className = "k-" + row.dataset.kind; var hl = $("headline"); hl.textContent = "";
+  hl.appendChild(el("span", null, "step " + (i + 1) + "/" + N + " · "));
+  var blk = row.querySelector(".blk"), text = row.querySelector(".hl").textContent + (blk ? blk.textContent : ""), sp = text.indexOf(" ");
+  hl.appendChild(el("span", "kind", sp < 0 ? text : text.slice(0, sp)));
+  if (sp >= 0) hl.appendChild(el("span", null, text.slice(sp)));
+  $("reason").textContent = row.querySelector(".why").textContent;
+  var b = $("banner");
+  if (st[4] >= 0) { var bn = D.banners[st[4]]; b.textContent = ""; b.appendChild(el("div", null, bn.head)); if (bn.items.length) { var ul = el("ul"); bn.items.forEach(function (t) { ul.appendChild(el("li", null, t)); }); b.appendChild(ul); } b.hidden = false; }
+  else b.hidden = true;
+  if (st[0] !== shownTree) {
+    shownTree = st[0];
+    if (st[0] >= 0) $("tree-box").innerHTML = unrun(D.trees[st[0]]);
+    else msg($("tree-box"), $("tree-box").dataset.empty || "No snapshot was recorded for this step.");
+  }
+  markSelected();
+  if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) $("pool-box").innerHTML = unrun(D.pools[st[1]]); else msg($("pool-box"), "No snapshot of the pool for this step."); }
+  if (st[2] >= 0) {
+    var sn = D.snaps[st[2]], word = {warmup: "warming up", recording: "recording", execution: "replaying"}[sn.state] || sn.state;
+    $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + sn.path.join(" → ") + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots");
+    $("poolinfo").textContent = sn.pool;
+  }
+  else { $("snapinfo").textContent = ""; $("poolinfo").textContent = ""; }
+  poolMark(nodeTable(st));
+  slider.value = i; $("pos").textContent = "step " + (i + 1) + " / " + N;
+  $("first").disabled = $("prev").disabled = i === 0; $("last").disabled = $("next").disabled = i === N - 1;
+  if (D.tx.length) $("marker").style.left = (D.tx[i] * 100) + "%";
+  if (!keepHash) { try { history.replaceState(null, "", "#step=" + (i + 1) + (sel != null ? "&node=" + sel : "")); } catch (e) {} }
+}
+function fromHash() {
+  var m = /step=(\d+)/.exec(location.hash), k = /node=(\d+)/.exec(location.hash);
+  sel = k ? +k[1] : null;
+  show(m ? +m[1] - 1 : (cur < 0 ? 0 : cur), true);
+}
+if (!N) return;
+var emptyMsg = $("headline").textContent; if (emptyMsg) $("tree-box").dataset.empty = emptyMsg;
+$("first").onclick = function () { show(0); };
+$("prev").onclick = function () { show(cur - 1); };
+$("next").onclick = function () { show(cur + 1); };
+$("last").onclick = function () { show(N - 1); };
+slider.oninput = function () { show(+slider.value); };
+$("steps").onclick = function (e) { var li = e.target.closest("li"); if (li) show(+li.dataset.i); };
+$("fit").onchange = function () { $("tree-box").classList.toggle("fit", this.checked); };
+$("tree-box").onclick = function (e) {
+  var g = e.target.closest('[id^="node-"]'); if (!g) return;
+  var id = +g.id.slice(5); sel = sel === id ? null : id; show(cur);
+};
+$("timeline-box").onclick = function (e) {
+  var r = $("timeline-inner").getBoundingClientRect(), f = (e.clientX - r.left) / r.width, best = 0;
+  for (var i = 1; i < D.tx.length; i++) if (Math.abs(D.tx[i] - f) < Math.abs(D.tx[best] - f)) best = i;
+  show(best);
+};
+document.addEventListener("keydown", function (e) {
+  if (e.altKey || e.ctrlKey || e.metaKey || (e.target.tagName === "INPUT" && e.target.type !== "checkbox")) return;
+  var to = {ArrowLeft: cur - 1, ArrowRight: cur + 1, Home: 0, End: N - 1}[e.key];
+  if (to != null) { e.preventDefault(); show(to); }
+});
+window.addEventListener("hashchange", fromHash);
+fromHash();
+})();
+"""

@@ -1,0 +1,40 @@
+"""The observer folds repeated decisions as they happen, exactly as the trace recorder does."""
+
+import random
+
+from cgviz.engine.recorder import fold_repeats, step_key
+from cgviz.observe.torch_compile import FoldingLog
+from cgviz.trace.model import Step
+
+
+def test_folding_log_matches_fold_repeats_on_random_sequences():
+    rng = random.Random(1)
+    for _ in range(300):
+        seq = []
+        pattern = [rng.choice("abc") for _ in range(rng.randint(1, 3))]
+        for _ in range(rng.randint(1, 6)):
+            seq += pattern * rng.randint(1, 5) + [rng.choice("abcd") for _ in range(rng.randint(0, 3))]
+        folded, reference, keys = [], [], []
+        log = FoldingLog(folded)
+        for ch in seq:
+            def make(ch=ch):
+                return Step(index=0, kind="execute", reason=ch, generation=1, duration=1.0)
+
+            log.add(("execute", None, None, None, (), ch), make, 1.0)
+            step = make()
+            step.index = len(reference)
+            reference.append(step)
+            keys.append(step_key(step))
+            fold_repeats(reference, keys)
+        log.flush()
+        assert [(s.reason, s.repeat, s.span) for s in folded] == [(s.reason, s.repeat, s.span) for s in reference]
+        assert [s.index for s in folded] == list(range(len(folded)))
+        assert sum(s.duration for s in folded) == len(seq)  # every decision's time is kept
+
+
+def test_a_repetition_in_progress_is_made_when_it_breaks_off():
+    steps = []
+    log = FoldingLog(steps)
+    for ch in "ababab" + "a" + "c":
+        log.add((ch,), lambda ch=ch: Step(index=0, kind="execute", reason=ch, generation=1), 0.0)
+    assert [(s.reason, s.repeat, s.span) for s in steps] == [("a", 1, 1), ("b", 3, 2), ("a", 1, 1), ("c", 1, 1)]
