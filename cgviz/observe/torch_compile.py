@@ -52,6 +52,8 @@ class TorchObserver:
         self._events = 0
         self.log = FoldingLog(self.trace.steps)
         self._labels: dict[tuple, str] = {}
+        self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
+        self._node_labels: dict[int, str] = {}  # cgviz node id -> its function's label
 
     # -- ids and steps -------------------------------------------------------------------------
     def node_id(self, node: Any) -> Optional[int]:
@@ -71,7 +73,9 @@ class TorchObserver:
             reason = reason + "; " + "; ".join(self._notes)
             self._notes.clear()
         node_id = self.node_id(node)
-        parent_id = self.node_id(layout.node_parent(node)) if node is not None else None
+        parent_id = self._parents.get(node_id) if node is not None else None
+        if node is not None and node_id not in self._parents:
+            parent_id = self._parents[node_id] = self.node_id(layout.node_parent(node))
         duration = 0.0 if start is None else time.perf_counter() - start
         invalidated = invalidated or []
         generation = self.generation
@@ -91,7 +95,7 @@ class TorchObserver:
             self.log.add(key, make, duration)
 
     def label(self, manager: Any, function_id: Any) -> str:
-        key = (id(manager), function_id)
+        key = (id(manager), id(function_id))
         label = self._labels.get(key)
         if label is None:
             name, mode = layout.function_label(manager, function_id)
@@ -158,11 +162,12 @@ class TorchObserver:
 
     # -- the hooks ------------------------------------------------------------------------------
     def on_run(self, original: Callable, manager: Any, new_inputs: list, function_id: Any) -> Any:
+        if self._depth:  # torch's run() calling itself: the outer call watches
+            return original(manager, new_inputs, function_id)
         if manager not in self.managers:
             self.managers.append(manager)
         label = self.label(manager, function_id)
         start = time.perf_counter()
-        outer = self._depth == 0
         before = self._events
         self._depth += 1
         try:
@@ -172,7 +177,7 @@ class TorchObserver:
             raise
         finally:
             self._depth -= 1
-        if outer and self._events == before:
+        if self._events == before:
             reason = (
                 f"{label} ran eagerly: torch's tree neither warmed it up, recorded nor replayed it "
                 "(it mutates inputs the tree does not manage, or it passed its re-record limit)"
@@ -282,11 +287,13 @@ def _install() -> None:
     def on_execute(obs, manager, args, before, start):
         node = args[0]
         cg_id = obs.node_id(node)
+        label = obs._node_labels.get(cg_id)
+        if label is None:
+            label = obs._node_labels[cg_id] = obs.label(manager, layout.node_function(node))
         obs._replays[cg_id] += 1
         obs._notes.clear()  # children that failed their checks before this one matched
         if obs._invalidated:
             obs._invalidated = {k for k in obs._invalidated if k[0] != cg_id}
-        label = obs.label(manager, layout.node_function(node))
         obs.step("execute", f"{label} replays node {cg_id}: its invariants hold", manager,
                  function=label, node=node, start=start)
 
