@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 __version__ = "0.1.0"
 
-__all__ = ["Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "__version__"]
+__all__ = ["Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "__version__"]
 
 if TYPE_CHECKING:
     from cgviz.engine.tree import Tree
@@ -58,4 +58,8 @@ def __getattr__(name: str) -> Any:
         from cgviz.views.html import to_html
 
         return to_html
+    if name == "observe_torch":
+        from cgviz.observe.torch_compile import observe_torch
+
+        return observe_torch
     raise AttributeError(f"module 'cgviz' has no attribute {name!r}")
