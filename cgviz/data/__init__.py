@@ -1,5 +1,8 @@
 """Traces recorded on a GPU, shipped for notebooks and tests on machines without one.
 
+`torch_trace("torch_training")` is one of torch.compile's own trees, observed with
+`cgviz.observe_torch()` on the same machine.
+
 `gpu_trace("branching")` is the trace of that scenario (`cgviz.scenarios`) recorded with the
 cuda backend on an NVIDIA H100 with torch 2.11 (the trace's `meta` says so).
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 GPU_DIR = Path(__file__).resolve().parent / "gpu"
+TORCH_DIR = Path(__file__).resolve().parent / "torch"
 
 
 def gpu_trace_names() -> list[str]:
@@ -22,4 +26,19 @@ def gpu_trace(name: str):
     path = GPU_DIR / f"{name}.cgtrace.json"
     if not path.exists():
         raise KeyError(f"no GPU trace named {name!r}; there are: {', '.join(gpu_trace_names())}")
+    return load_trace(path)
+
+
+def torch_trace_names() -> list[str]:
+    return sorted(p.name.removesuffix(".cgtrace.json") for p in TORCH_DIR.glob("*.cgtrace.json"))
+
+
+def torch_trace(name: str):
+    """A trace of torch.compile(mode="reduce-overhead") recorded by cgviz.observe_torch on a GPU:
+    torch_inference, torch_training, torch_dynamic_shapes, torch_cpu_input, torch_overwritten."""
+    from cgviz.trace.io import load_trace
+
+    path = TORCH_DIR / f"{name}.cgtrace.json"
+    if not path.exists():
+        raise KeyError(f"no torch.compile trace named {name!r}; there are: {', '.join(torch_trace_names())}")
     return load_trace(path)

@@ -1,0 +1,55 @@
+"""cgviz.observe_torch: hooks come and go cleanly; the traces it recorded on a GPU read back."""
+
+import pytest
+
+from cgviz.data import torch_trace, torch_trace_names
+from cgviz.observe.torch_compile import observe_torch, start_observing, stop_observing
+
+
+def test_hooks_are_removed_on_exit_and_on_exception():
+    from torch._inductor import cudagraph_trees as trees
+
+    original = trees.CUDAGraphTreeManager.run
+    with observe_torch(trace="events"):
+        assert trees.CUDAGraphTreeManager.run is not original
+    assert trees.CUDAGraphTreeManager.run is original
+    with pytest.raises(KeyError):
+        with observe_torch():
+            raise KeyError("user error")
+    assert trees.CUDAGraphTreeManager.run is original
+
+
+def test_nested_observers_keep_hooks_until_the_last_stops():
+    from torch._inductor import cudagraph_trees as trees
+
+    original = trees.CUDAGraphTreeManager.execute_node
+    outer = start_observing("events")
+    inner = start_observing("events")
+    stop_observing(inner)
+    assert trees.CUDAGraphTreeManager.execute_node is not original
+    stop_observing(outer)
+    assert trees.CUDAGraphTreeManager.execute_node is original
+
+
+def test_bad_trace_level_is_a_clear_error():
+    with pytest.raises(ValueError, match="'events' or 'full'"):
+        start_observing("verbose")
+
+
+def test_recorded_training_trace_has_the_backward_under_the_forward():
+    trace = torch_trace("torch_training")
+    records = [s for s in trace.steps if s.kind == "record"]
+    fwd = [s for s in records if "(forward)" in s.function]
+    bwd = [s for s in records if "(backward)" in s.function]
+    assert fwd and bwd and bwd[0].parent == fwd[0].node
+    assert trace.meta["backend"] == "torch.compile"
+
+
+def test_recorded_traces_cover_the_cases():
+    assert torch_trace_names() == [
+        "torch_cpu_input", "torch_dynamic_shapes", "torch_inference", "torch_overwritten", "torch_training",
+    ]
+    assert torch_trace("torch_overwritten").steps[-1].kind == "error"
+    assert any(s.kind == "eager" and "skipping cudagraphs" in s.reason.lower() for s in torch_trace("torch_cpu_input").steps)
+    dyn = torch_trace("torch_dynamic_shapes").last_snapshot()
+    assert len([n for n in dyn.nodes if n.kind == "graph" and n.parent is None]) >= 3
