@@ -66,11 +66,11 @@ class TreeActivity:
     trace: Any  # cgviz.Trace: the whole trace, as it is now
     tree: Any = None  # the cgviz.Tree; None for an observed torch.compile trace
     before: int = 0  # trace.calls before the cell
-    steps: list = dataclasses.field(default_factory=list)  # every new decision, in order (Step objects)
+    new_trace: Any = None  # cgviz.Trace of the new decisions only (see tail_trace)
 
     @property
     def new(self) -> int:
-        return len(self.steps)
+        return 0 if self.new_trace is None else self.new_trace.calls
 
     @property
     def level(self) -> Optional[str]:
@@ -80,17 +80,18 @@ class TreeActivity:
 
     def counts(self) -> dict[str, int]:
         out = {kind: 0 for kind, _ in KIND_WORDS}
-        for step in self.steps:
-            out[step.kind] = out.get(step.kind, 0) + 1
+        if self.new_trace is not None:
+            out.update(self.new_trace.counts())
         return out
 
     def reasons(self, kind: str) -> Counter:
-        """Distinct reasons of the new steps of one kind, in order of first appearance."""
-        return Counter(step.reason for step in self.steps if step.kind == kind)
-
-    def new_trace(self):
-        """The new steps as a Trace of their own (repeated blocks folded again)."""
-        return _trace_of(self.steps, self.trace.meta)
+        """Distinct reasons of the new steps of one kind (with how often), in order of first appearance."""
+        out: Counter = Counter()
+        if self.new_trace is not None:
+            for step, times in zip(self.new_trace.steps, self.new_trace.repeats()):
+                if step.kind == kind:
+                    out[step.reason] += times
+        return out
 
 
 @dataclasses.dataclass
@@ -106,7 +107,7 @@ class CellResult:
     summary: str = ""
 
 
-# -- counting decisions (repeated blocks unrolled) -------------------------------------------
+# -- the new part of a trace ------------------------------------------------------------------
 class _CallCounter:
     """`trace.calls` of each tree, cached while the trace is unchanged, so watching many
     trees costs little. A trace only grows: a new decision appends a step or folds into
@@ -127,45 +128,45 @@ class _CallCounter:
         return calls
 
 
-def last_decisions(trace: Any, n: int) -> list:
-    """The last `n` decisions of `trace`, oldest first, repeated blocks unrolled (as
-    `trace.expanded()[-n:]`, without unrolling the whole trace)."""
-    out: list = []
-    steps = trace.steps
-    i = len(steps) - 1
-    while i >= 0 and len(out) < n:
-        end = steps[i]
-        span = end.span if end.repeat > 1 else 1
-        block = steps[max(0, i - span + 1) : i + 1]
-        for _ in range(end.repeat):
-            out.extend(reversed(block))
-            if len(out) >= n:
-                break
-        i -= len(block)
-    out = out[:n]
-    out.reverse()
-    return out
-
-
-def _trace_of(decisions: list, meta: dict):
-    """A Trace of these decisions, each a copy, repeats folded as the recorder folds them."""
+def tail_trace(trace: Any, n: int):
+    """The last `n` decisions of `trace` (what `trace.expanded()[-n:]` lists) as a Trace of
+    their own, without unrolling anything: the stored steps they span are copied with their
+    repeats, and the oldest repeated block is cut to the repetitions that are new (new
+    decisions may have folded into a block stored before them). Copies share snapshots;
+    durations are split by repetition."""
     from cgviz.trace.model import Trace
 
-    try:
-        from cgviz.engine.recorder import fold_repeats, step_key
-    except ImportError:  # an engine without the shared folding: keep every decision
-        fold_repeats = step_key = None
-    trace = Trace(meta=dict(meta))
-    keys: list = []
-    for step in decisions:
-        copy = dataclasses.replace(
-            step, index=len(trace.steps), repeat=1, span=1, duration=step.duration / max(step.repeat, 1)
-        )
-        trace.steps.append(copy)
-        if fold_repeats is not None:
-            keys.append(step_key(copy))
-            fold_repeats(trace.steps, keys)
-    return trace
+    groups: list[list] = []  # newest first
+    need = n
+    i = len(trace.steps) - 1
+    while i >= 0 and need > 0:
+        end = trace.steps[i]
+        span = min(end.span, i + 1) if end.repeat > 1 else 1
+        block = trace.steps[i - span + 1 : i + 1]
+        size = span * end.repeat
+        if size <= need:
+            group = [dataclasses.replace(step) for step in block]
+        else:  # the last `need` decisions of the block: a partial repetition, then q whole ones
+            q, rem = divmod(need, span)
+
+            def part(step: Any, times: int) -> Any:
+                return dataclasses.replace(step, repeat=1, span=1, duration=step.duration * times / end.repeat)
+
+            group = [part(step, 1) for step in block[span - rem :]] if rem else []
+            if q:
+                body = [part(step, q) for step in block]
+                if q > 1:
+                    body[-1].repeat, body[-1].span = q, span
+                group += body
+        groups.append(group)
+        need -= min(size, need)
+        i -= span
+    out = Trace(meta=dict(trace.meta))
+    for group in reversed(groups):
+        for step in group:
+            step.index = len(out.steps)
+            out.steps.append(step)
+    return out
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -228,7 +229,10 @@ class CudaGraphMagics(Magics):
     @magic_arguments.argument("-n", dest="runs", type=int, default=1, metavar="N", help="run the cell N times (default 1)")
     @magic_arguments.argument(
         "--mark-step", action="store_true",
-        help="call mark_step() (a new generation) before each run, on the default tree and on the --tree one",
+        help=(
+            "call mark_step() (a new generation) before each run: on the default tree; with --tree, "
+            "on that tree (and on the default tree if it exists)"
+        ),
     )
     @magic_arguments.argument("--torch", action="store_true", help="also record torch.compile's own CUDA graph trees")
     @magic_arguments.argument(
@@ -278,12 +282,11 @@ class CudaGraphMagics(Magics):
             now = self._calls(tree)
             start = before.get(tree, 0)
             if now > start or tree is named:
-                activity = TreeActivity(self._label(tree), tree.trace, tree, start)
-                activity.steps = last_decisions(tree.trace, now - start)
-                result.activities.append(activity)
+                new = tail_trace(tree.trace, now - start)
+                result.activities.append(TreeActivity(self._label(tree), tree.trace, tree, start, new))
         if torch_trace is not None:
-            steps = last_decisions(torch_trace, torch_trace.calls)
-            result.activities.append(TreeActivity("torch.compile (observed)", torch_trace, None, 0, steps))
+            new = tail_trace(torch_trace, torch_trace.calls)
+            result.activities.append(TreeActivity("torch.compile (observed)", torch_trace, None, 0, new))
 
         result.summary = self._summary(result, args)
         print(result.summary)
@@ -293,7 +296,7 @@ class CudaGraphMagics(Magics):
             if named is not None:
                 result.explorers = self._show([named])
             else:
-                result.explorers = self._show([a.new_trace() for a in result.activities if a.new])
+                result.explorers = self._show([a.new_trace for a in result.activities if a.new])
         self.explorers = result.explorers
         return result
 
@@ -313,6 +316,8 @@ class CudaGraphMagics(Magics):
                 "no cgviz tree took a step (run functions wrapped by a cgviz.Tree, e.g. tree.wrap(fn) "
                 "or @cgviz.graphed)"
             )
+            if any(tree.trace_level is None for tree in registry.all_trees()):
+                lines.append("(trees made with trace=None record no steps)")
         return "\n".join(lines)
 
     def _mark_step(self, named: Any) -> None:
@@ -353,7 +358,7 @@ class CudaGraphMagics(Magics):
         try:
             trace.save(path)
         except (OSError, ValueError) as exc:
-            print(f"cgviz: error: could not save the trace of {label} to {path}: {exc}", file=sys.stderr)
+            print(f"cgviz: error: could not save the trace of {label}: {exc}", file=sys.stderr)
             return None
         print(f"saved the trace of {label} ({_plural(trace.calls, 'step')}) to {path}")
         return path

@@ -1,5 +1,6 @@
-"""The `cgviz` command: demo (text), info and saving a trace run in subprocesses (started
-together, so the file stays quick); usage errors run in-process through cgviz.cli.main."""
+"""The `cgviz` command: demo (text and HTML), info and saving a trace run in subprocesses (started
+together, so the file stays quick); usage errors run in-process through cgviz.cli.main.
+`cgviz render` and the demo's default page are tested in tests/test_html.py."""
 
 from __future__ import annotations
 
@@ -39,10 +40,11 @@ class Run:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     path = tmp_path_factory.mktemp("cli") / "chain.cgtrace.json"
-    # one demo run also saves its trace, once cgviz/trace/io.py exists
+    # one demo run also saves its trace, once cgviz/trace/io.py exists, and its page (not in the checkout)
     save = ["-o", str(path)] if HAVE_IO else []
+    page = ["-o", str(path.with_name("chain.html"))]
     started = {
-        "demo": Run("demo", "--backend", "sim", "--text", "--scenario", "chain", *save),
+        "demo": Run("demo", "--backend", "sim", "--text", "--scenario", "chain", *save, *page),
         "info": Run("info"),
     }
     yield started, path
@@ -61,6 +63,14 @@ def test_demo_chain_prints_steps_reasons_and_the_tree(runs):
     assert "why: no child for g under node 3" in out  # the reasons are shown
     assert "all results equal eager" in out
     assert err == ""
+
+
+def test_demo_writes_the_html_explorer_where_asked(runs):
+    rc, out, err = runs[0]["demo"].result()
+    page = runs[1].with_name("chain.html")
+    assert rc == 0, err
+    assert f"explorer written to {page}" in out
+    assert "record g → node 4" in page.read_text(encoding="utf-8")
 
 
 def test_info_lists_versions_and_backends(runs):

@@ -79,7 +79,7 @@ STEP_LABELS: dict[str, str] = {
     "record": "record",
     "execute": "execute (replay)",
     "eager": "eager fallback",
-    "generation": "new generation",
+    "generation": "generation step",
     "path_end": "path end",
     "checkpoint_restore": "checkpoint restore",
     "error": "error",

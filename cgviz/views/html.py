@@ -27,29 +27,24 @@ import secrets
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.trace.diff import format_bytes
+from cgviz.views.colors import STEP_COLORS
 
 if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, Snapshot, Step, Trace
 
 __all__ = ["to_html", "KIND_COLORS"]
 
-#: The colour of each step kind in the step list and the headline.
-KIND_COLORS: dict[str, str] = {
-    "warmup": "#b7791f",
-    "record": "#3b6ea8",
-    "execute": "#2f855a",
-    "eager": "#7b5ea7",
-    "generation": "#c05621",
-    "path_end": "#616e7c",
-    "checkpoint_restore": "#2b7a8c",
-    "error": "#c62828",
-}
+#: The colour of each step kind (the timeline's), for the step list and the headline.
+KIND_COLORS: dict[str, str] = dict(STEP_COLORS)
 
 # "auto" uses Graphviz when laying out every distinct tree of the trace should take about this
 # long at most (a `dot` run costs about 15 ms plus 1.1 ms per node); the built-in layout beyond.
 GRAPHVIZ_BUDGET_S = 10.0
 _DOT_RUN_S = 0.015
 _DOT_NODE_S = 0.0011
+
+#: The timeline's size in inches: wide and low, as it spans the page.
+TIMELINE_SIZE = (14.0, 1.9)
 
 _META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")
 
@@ -129,6 +124,12 @@ class _Kind:
         return i
 
 
+def _linear(ax: Any, width: float, n: int) -> list[float]:
+    a = float(ax.transData.transform((0, 0))[0]) / width
+    b = float(ax.transData.transform((1, 0))[0]) / width - a
+    return [round(a + b * i, 5) for i in range(n)]
+
+
 def _runs(values: list[int]) -> list[int]:
     out: list[int] = []
     for j in values:
@@ -153,12 +154,16 @@ _BLOCK_RE = re.compile(r'<g id="block-([0-9a-fA-F]+)"')
 
 
 def _pool_key(snap: "Snapshot") -> tuple:
-    """What the pool view draws from a snapshot: its segments, node names and output states."""
+    """What the pool view draws from a snapshot: its blocks, the names of their nodes, the totals."""
+    from cgviz.views.pool import pool_totals
+
+    owners = {b.node for s in snap.segments for b in s.blocks if b.node is not None}
     return (
         tuple((s.address, s.size, s.kind,
                tuple((b.address, b.size, b.allocated, b.requested, b.owner, b.node, b.output) for b in s.blocks))
               for s in snap.segments),
-        tuple((n.id, n.function, tuple(o.state for o in n.outputs)) for n in snap.nodes),
+        tuple((n.id, n.function) for n in snap.nodes if n.id in owners),
+        tuple(sorted(pool_totals(snap).items())),
     )
 
 
@@ -173,9 +178,15 @@ def _pool_markup(snap: "Snapshot", svg: str) -> str:
     return _namespace_ids(_BLOCK_RE.sub(mark, _strip_prolog(svg)), "pool-")
 
 
+_METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
 def _strip_prolog(svg: str) -> str:
+    """The <svg> element alone: no XML prolog or DOCTYPE, and no <metadata> (RDF namespaces)."""
     start = svg.find("<svg")
-    return svg[start:] if start > 0 else svg
+    if start > 0:
+        svg = svg[start:]
+    return _METADATA_RE.sub("", svg) if "<metadata>" in svg else svg
 
 
 # -- the page ------------------------------------------------------------------------------------
@@ -356,11 +367,20 @@ class _Page:
         """The timeline SVG (ids namespaced) and the x of each step as a fraction of its width."""
         if not self.steps:
             return "", []
-        from cgviz.views.timeline import timeline_svg
+        from cgviz.views.pool import figure_svg
+        from cgviz.views.timeline import timeline_figure
 
-        svg = _namespace_ids(_strip_prolog(timeline_svg(self.trace)), "tl-")
+        # wide and low: the page shows it across its whole width
+        fig = timeline_figure(self.trace, figsize=TIMELINE_SIZE)
+        svg = _namespace_ids(_strip_prolog(figure_svg(fig)), "tl-")
         n = len(self.steps)
-        return svg, [round((i + 0.5) / n, 5) for i in range(n)]
+        try:  # where matplotlib put each step: data x = step position
+            ax = fig.axes[0]
+            width = fig.bbox.width
+            xs = _linear(ax, width, n)
+        except Exception:
+            xs = [round((i + 0.5) / n, 5) for i in range(n)]
+        return svg, xs
 
     # -- markup -------------------------------------------------------------------------------
     def build(self) -> str:
@@ -383,7 +403,7 @@ class _Page:
             timeline=timeline,
             timeline_hidden="" if timeline else " hidden",
             step_list=self._step_list(),
-            empty=self._empty_message(),
+            empty=_e(self._empty_message()),
             node_msg="Click a node in the tree to see its outputs." if n else "",
             payload=payload,
             js=_JS,
@@ -489,18 +509,22 @@ h1{font-size:18px;margin:0 0 4px}
 #reason{margin-top:3px;color:#323f4b}
 #banner{margin:8px 16px 0;padding:8px 14px;background:#fff4e6;border:1px solid #f0b37e;border-radius:6px;color:#7c2d12}
 #banner ul{margin:4px 0 0;padding-left:20px}
-#main{display:grid;grid-template-columns:minmax(220px,300px) minmax(0,1fr) minmax(300px,420px);gap:10px;padding:10px 16px 16px;align-items:start}
+#main{display:grid;grid-template-columns:minmax(220px,280px) minmax(0,1fr) minmax(300px,380px);grid-template-areas:"steps tree node" "steps pool pool";gap:10px;padding:10px 16px 16px;align-items:start}
+#steps-panel{grid-area:steps;position:sticky;top:56px}
+#tree-panel{grid-area:tree}
+#node-panel{grid-area:node}
+#pool-panel{grid-area:pool}
 .panel{background:#fff;border:1px solid var(--line);border-radius:6px;min-width:0}
 .panel h2{font-size:13px;margin:0;padding:6px 10px;border-bottom:1px solid var(--line);color:var(--muted);font-weight:600;display:flex;justify-content:space-between;gap:8px}
 .panel h2 .sub{font-weight:400}
-#steps{list-style:none;margin:0;padding:0;max-height:calc(100vh - 190px);min-height:200px;overflow:auto}
+#steps{list-style:none;margin:0;padding:0;max-height:calc(100vh - 100px);min-height:200px;overflow:auto}
 #steps li{padding:4px 8px 4px 6px;border-left:4px solid var(--k);border-bottom:1px solid #eef0f3;cursor:pointer;font-size:12.5px}
 #steps li:hover{background:#f3f6f9}
 #steps li.cur{background:#fff1e6;box-shadow:inset 0 0 0 1px #f5b07a}
 #steps .sn{display:inline-block;min-width:2.6em;color:var(--muted);font-variant-numeric:tabular-nums}
 #steps .why{display:block;color:var(--muted);font-size:11.5px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;padding-left:2.6em}
 #steps li.cur .why{white-space:normal}
-#tree-box{overflow:auto;max-height:calc(100vh - 190px);min-height:200px;padding:6px}
+#tree-box{overflow:auto;max-height:calc(100vh - 120px);min-height:160px;padding:6px}
 #tree-box svg{display:block;margin:0 auto;max-width:none}
 #tree-box.fit svg{max-width:100%;height:auto}
 #tree-box [id^="node-"]{cursor:pointer}
@@ -508,11 +532,11 @@ h1{font-size:18px;margin:0 0 4px}
 #tree-box g.cg-sel{filter:drop-shadow(0 0 3px rgba(232,89,12,.7))}
 .msg{padding:18px;color:var(--muted);font-style:italic}
 #snapinfo{font-size:12px;color:var(--muted);padding:4px 10px;border-bottom:1px solid var(--line)}
-#side{display:flex;flex-direction:column;gap:10px}
 #node{padding:8px 10px;font-size:12.5px}
 #node .title{font-size:15px;font-weight:600}
 #node .facts{color:var(--muted);margin:2px 0 6px}
 #node .how{font-size:11.5px;color:var(--muted);margin-bottom:4px}
+.table-wrap{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:12px}
 th,td{text-align:left;padding:3px 5px;border-bottom:1px solid #eef0f3;white-space:nowrap}
 th{color:var(--muted);font-weight:600}
@@ -524,9 +548,8 @@ td.addr{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-si
 #pool-box.hl g[data-node].on{opacity:1}
 #pool-box.hl g.on path{stroke:#111!important;stroke-width:1.8px!important}
 #steps .blk{color:var(--muted)}
-#poolinfo{font-size:12px;color:var(--muted);padding:4px 10px 0}
 label.fit{font-weight:400;cursor:pointer}
-@media (max-width:1100px){#main{grid-template-columns:1fr}#steps,#tree-box{max-height:none}}
+@media (max-width:1100px){#main{grid-template-columns:1fr;grid-template-areas:"tree" "node" "pool" "steps"}#steps-panel{position:static}#steps{max-height:60vh}}
 """
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -554,12 +577,10 @@ _TEMPLATE = """<!DOCTYPE html>
 <div id="now"><div id="headline">{empty}</div><div id="reason"></div></div>
 <div id="banner" hidden></div>
 <div id="main">
-<section class="panel"><h2>Steps <span class="sub">{n}</span></h2><ol id="steps">{step_list}</ol></section>
-<section class="panel"><h2>Tree after this step <label class="fit"><input type="checkbox" id="fit"> fit to width</label></h2><div id="snapinfo"></div><div id="tree-box"><p class="msg">{empty}</p></div></section>
-<div id="side">
-<section class="panel"><h2>Node outputs</h2><div id="node"><p class="msg">{node_msg}</p></div></section>
-<section class="panel"><h2>Memory pool</h2><div id="poolinfo"></div><div id="pool-box"></div></section>
-</div>
+<section class="panel" id="steps-panel"><h2>Steps <span class="sub">{n}</span></h2><ol id="steps">{step_list}</ol></section>
+<section class="panel" id="tree-panel"><h2>Tree after this step <label class="fit" title="shrink the tree to the panel's width"><input type="checkbox" id="fit"> fit to width</label></h2><div id="snapinfo"></div><div id="tree-box"><p class="msg">{empty}</p></div></section>
+<section class="panel" id="node-panel"><h2>Node outputs</h2><div id="node"><p class="msg">{node_msg}</p></div></section>
+<section class="panel" id="pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown on the right stand out</span></h2><div id="pool-box"></div></section>
 </div>
 <noscript><p class="msg">JavaScript is off: the steps and their reasons are listed above; the tree, pool and outputs need JavaScript.</p></noscript>
 <script type="application/json" id="cgviz-data">{payload}</script>
@@ -614,22 +635,36 @@ function nodeTableInner(st) {
   box.appendChild(el("div", "facts", facts.join(" · ")));
   if (n[7]) box.appendChild(el("div", "facts", "inputs: " + n[7]));
   if (!n[8].length) { box.appendChild(el("p", "msg", "No outputs.")); return; }
-  var t = el("table"), h = el("tr");
-  ["#", "state", "shape", "dtype", "size", "address", "alias of"].forEach(function (c) { h.appendChild(el("th", null, c)); });
+  var t = el("table"), h = el("tr"), alias = n[8].some(function (o) { return o[6]; });
+  ["#", "state", "shape", "dtype", "size", "address"].concat(alias ? ["alias of"] : []).forEach(function (c) { h.appendChild(el("th", null, c)); });
   t.appendChild(h);
   n[8].forEach(function (o) {
     var tr = el("tr");
     tr.appendChild(el("td", null, o[0])); tr.appendChild(el("td", "st-" + o[1], ({live: "● ", dead: "○ ", invalid: "✕ "}[o[1]] || "") + o[1]));
     tr.appendChild(el("td", null, o[2])); tr.appendChild(el("td", null, o[3])); tr.appendChild(el("td", null, o[4]));
-    tr.appendChild(el("td", "addr", o[5])); tr.appendChild(el("td", null, o[6]));
+    tr.appendChild(el("td", "addr", o[5])); if (alias) tr.appendChild(el("td", null, o[6]));
     t.appendChild(tr);
   });
-  box.appendChild(t);
+  var wrap = el("div", "table-wrap"); wrap.appendChild(t); box.appendChild(wrap);
 }
 function markSelected() {
   var old = $("tree-box").querySelectorAll(".cg-sel");
   for (var i = 0; i < old.length; i++) old[i].classList.remove("cg-sel");
   if (sel != null) { var g = $("tree-box").querySelector('[id="node-' + sel + '"]'); if (g) g.classList.add("cg-sel"); }
+}
+function placeTree() {
+  // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node of interest
+  var box = $("tree-box"), svg = box.querySelector("svg"); if (!svg) return;
+  box.classList.remove("fit");
+  var nat = svg.getBoundingClientRect().width, avail = box.clientWidth - 12;
+  var fit = $("fit").checked || (nat > avail && avail / nat >= 0.6);
+  box.classList.toggle("fit", fit);
+  if (fit) return;
+  var g = box.querySelector(".cg-sel") || box.querySelector(".state-active") || box.querySelector(".state-current");
+  if (!g) return;
+  var b = box.getBoundingClientRect(), r = g.getBoundingClientRect();
+  if (r.left < b.left || r.right > b.right) box.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
+  if (r.top < b.top || r.bottom > b.bottom) box.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
 }
 function show(i, keepHash) {
   if (!N) return;
@@ -652,14 +687,13 @@ function show(i, keepHash) {
     if (st[0] >= 0) $("tree-box").innerHTML = unrun(D.trees[st[0]]);
     else msg($("tree-box"), $("tree-box").dataset.empty || "No snapshot was recorded for this step.");
   }
-  markSelected();
+  markSelected(); placeTree();
   if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) $("pool-box").innerHTML = unrun(D.pools[st[1]]); else msg($("pool-box"), "No snapshot of the pool for this step."); }
   if (st[2] >= 0) {
     var sn = D.snaps[st[2]], word = {warmup: "warming up", recording: "recording", execution: "replaying"}[sn.state] || sn.state;
     $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + sn.path.join(" → ") + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots");
-    $("poolinfo").textContent = sn.pool;
   }
-  else { $("snapinfo").textContent = ""; $("poolinfo").textContent = ""; }
+  else $("snapinfo").textContent = "";
   poolMark(nodeTable(st));
   slider.value = i; $("pos").textContent = "step " + (i + 1) + " / " + N;
   $("first").disabled = $("prev").disabled = i === 0; $("last").disabled = $("next").disabled = i === N - 1;
@@ -679,7 +713,8 @@ $("next").onclick = function () { show(cur + 1); };
 $("last").onclick = function () { show(N - 1); };
 slider.oninput = function () { show(+slider.value); };
 $("steps").onclick = function (e) { var li = e.target.closest("li"); if (li) show(+li.dataset.i); };
-$("fit").onchange = function () { $("tree-box").classList.toggle("fit", this.checked); };
+$("fit").onchange = placeTree;
+window.addEventListener("resize", placeTree);
 $("tree-box").onclick = function (e) {
   var g = e.target.closest('[id^="node-"]'); if (!g) return;
   var id = +g.id.slice(5); sel = sel === id ? null : id; show(cur);

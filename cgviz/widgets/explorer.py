@@ -10,16 +10,21 @@ For each step it shows the headline and the reason, a banner when a generation b
 the tree after the step (the step's node highlighted), the selected node's outputs, the
 pool with the selected node's blocks highlighted, and the timeline with the step marked.
 
-Stepping is cheap on large traces: the tree and pool pictures are remembered per step
-and selected node, the timeline is drawn once per trace length and only its marker moves,
-and no widget is rebuilt. While a live tree runs inside a Jupyter cell, the pictures are
-redrawn at most every `live_interval` seconds (and once more when the cell ends); the
-headline and the slider follow every step.
+Stepping is cheap on large traces, and no widget is rebuilt: tree pictures are remembered
+per step and selected node; pool pictures per pool content (the steps of a replay loop
+share one), with the selected node highlighted by a style sheet over the picture; the
+timeline is drawn once per trace length and only its marker moves. In Jupyter a pool
+picture not drawn yet follows the step change instead of holding it up, and the
+neighbouring steps are drawn ahead while the kernel is idle. While a live tree runs inside
+a cell, the pictures are redrawn at most every `live_interval` seconds (and once more when
+the cell ends); the headline and the slider follow every step.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
+import operator
 import re
 import time
 import traceback
@@ -39,6 +44,9 @@ NO_SNAPSHOT = "snapshots need trace=\"full\""
 _REWRITE = 16
 
 _RENDERERS = ("auto", "graphviz", "builtin")
+
+# trees with more nodes than this take tens of milliseconds to draw
+_BIG_TREE = 150
 
 _MUTED = "#52606d"
 _ALERT = "#c62828"
@@ -63,6 +71,22 @@ def _pane(body: str, css_class: str, max_height: Optional[str] = None) -> str:
         body = body[start:]  # no XML prolog or DOCTYPE inside HTML
     limit = f"max-height:{max_height};" if max_height else ""
     return f'<div class="{css_class}" style="overflow:auto;{limit}max-width:100%">{body}</div>'
+
+
+_SVG_WIDTH = re.compile(r'<svg\b[^>]*?\bwidth="([0-9.]+)(pt|px)?"')
+
+
+def _svg_width_px(svg: str) -> Optional[float]:
+    m = _SVG_WIDTH.search(svg)
+    if m is None:
+        return None
+    return float(m.group(1)) * (4 / 3 if m.group(2) == "pt" else 1)
+
+
+def _fit(svg: str, stretch: bool = False) -> str:
+    """The SVG scaled down to the width it is shown in (never up, unless `stretch`)."""
+    size = "width:100%;height:auto;display:block" if stretch else "max-width:100%;height:auto"
+    return svg.replace("<svg ", f'<svg style="{size}" ', 1)
 
 
 def _address(address: Optional[int]) -> str:
@@ -194,6 +218,9 @@ class Explorer:
     `workload`: called with no arguments by the "run next call" button (or `run_next()`);
     it should run the next call on the tree. What it raises is shown in the widget.
     `renderer`: the tree view's renderer ("auto", "graphviz" or "builtin").
+    `pool_highlight`: "overlay" (default) draws each pool once and highlights the selected
+    node's blocks with a style sheet; "redraw" draws the pool again for each selected node
+    (`pool_svg(snapshot, highlight_node=...)`: also marks the node in the legend, slower).
     `live_interval`: while a cell drives a live tree, redraw the pictures at most this often
     (seconds; also at least 4× the time one redraw takes); the last state is drawn when the
     cell ends. Outside a running event loop every step is drawn at once.
@@ -201,6 +228,9 @@ class Explorer:
     Child widgets: `headline`, `reason`, `banner`, `error_html`, `tree_html`, `node_select`,
     `table_html`, `pool_html`, `timeline_html`, `slider`, `first_button`, `prev_button`,
     `next_button`, `last_button`, `run_button`; `widget` is the top VBox.
+    Navigation: `index`, `step`, `selected`, `go(i)`, `next()`, `prev()`, `first()`,
+    `last()`, `select(node_id)`, `refresh()`, `run_next()`, `prefetch(i)`, `close()`;
+    `timings` holds the seconds each part of the last step change took.
     """
 
     def __init__(
@@ -209,17 +239,21 @@ class Explorer:
         workload: Optional[Callable[[], Any]] = None,
         *,
         renderer: str = "auto",
+        pool_highlight: str = "overlay",
         live_interval: float = 0.2,
     ) -> None:
         if workload is not None and not callable(workload):
             raise TypeError(f"workload must be callable (it is called with no arguments), not {type(workload).__name__}")
         if renderer not in _RENDERERS:
             raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
+        if pool_highlight not in ("overlay", "redraw"):
+            raise ValueError(f"pool_highlight must be 'overlay' or 'redraw', not {pool_highlight!r}")
         import ipywidgets as w
 
         self.tree, self.trace = _resolve(tree_or_trace)
         self.workload = workload
         self.renderer = renderer
+        self.pool_highlight = pool_highlight
         self.live_interval = float(live_interval)
         self.last_error: Optional[BaseException] = None
 
@@ -231,16 +265,18 @@ class Explorer:
         self._closed = False
         self._dirty = False  # pictures lag behind the step shown (throttled live updates)
         self._flush_handle = None
-        self._last_draw = 0.0
+        self._last_draw = float("-inf")
         self._draw_cost = 0.0
         self._tree_cache = _LRU()
-        self._pool_cache = _LRU()
-        self._pool_by_content: dict[tuple, str] = {}
+        self._pool_keys: dict[int, int] = {}  # step index -> hash of its pool's content
+        self._pool_by_content = _LRU(max_entries=64)
+        self._pool_handle = None
+        self._uid = f"cgviz-x{next(_IDS)}"
         self._prefetch_handle = None
-        self._prefetch_queue: list[int] = []
+        self._prefetch_queue: list[tuple[int, str]] = []
         self._timeline_key: Optional[tuple] = None
         self._timeline_base = ""
-        self._timeline_marker: Optional[Callable[[str, int], str]] = None
+        self._timeline_geometry: Optional[tuple] = None
         self._functions: dict[int, str] = {}
         self._functions_upto = 0
         self.timings: dict[str, float] = {}  # seconds of the last step change, per part
@@ -298,13 +334,11 @@ class Explorer:
             [self.first_button, self.prev_button, self.next_button, self.last_button, self.slider, self.run_button],
             layout=w.Layout(align_items="center"),
         )
-        side = w.VBox(
-            [self.node_select, self.table_html, self.pool_html],
-            layout=w.Layout(flex="2 1 0", min_width="300px"),
-        )
+        side = w.VBox([self.node_select, self.table_html], layout=w.Layout(flex="2 1 0", min_width="300px"))
         body = w.HBox([self.tree_html, side], layout=w.Layout(align_items="flex-start", width="100%"))
         self.widget = w.VBox(
-            [controls, self.headline, self.reason, self.banner, self.error_html, body, self.timeline_html],
+            [controls, self.headline, self.reason, self.banner, self.error_html, body, self.pool_html,
+             self.timeline_html],
             layout=w.Layout(width="100%"),
         )
         self.widget.add_class("cgviz-explorer")
@@ -338,8 +372,10 @@ class Explorer:
         n = len(self.trace.steps)
         if n == 0:
             raise IndexError("the trace has no steps yet")
-        if not isinstance(i, int):
-            raise TypeError(f"step index must be an int, not {type(i).__name__}")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"step index must be an int, not {type(i).__name__}") from None
         k = i + n if i < 0 else i
         if not 0 <= k < n:
             raise IndexError(f"no step {i}: the trace has {n} step{'s' if n != 1 else ''} (0..{n - 1})")
@@ -372,7 +408,8 @@ class Explorer:
             if step is None or step.snapshot is None:
                 raise KeyError(f"no node {node_id} to select: this step has no snapshot ({NO_SNAPSHOT})")
             if all(n.id != node_id for n in step.snapshot.nodes):
-                raise KeyError(f"no node {node_id} in the snapshot of step {self._index + 1}")
+                n = len(self.trace.steps)
+                raise KeyError(f"no node {node_id} in the snapshot of this step (step {self._index + 1}/{n})")
         with self._sync():
             self.node_select.value = node_id
         self._selected = node_id
@@ -386,8 +423,9 @@ class Explorer:
         n = len(self.trace.steps)
         if follow is None:
             follow = self._index is None or self._index >= self._known - 1
-        self._forget_from(max(0, min(self._known, n) - _REWRITE))
-        self._known = n
+        if n != self._known:
+            self._forget_from(max(0, min(self._known, n) - _REWRITE))
+            self._known = n
         self._sync_slider()
         if n == 0:
             self._show_empty()
@@ -405,10 +443,10 @@ class Explorer:
             listeners = self.tree._recorder.listeners
             if self._listener in listeners:
                 listeners.remove(self._listener)
-        for handle in (self._flush_handle, self._prefetch_handle):
+        for handle in (self._flush_handle, self._prefetch_handle, self._pool_handle):
             if handle is not None:
                 handle.cancel()
-        self._flush_handle = self._prefetch_handle = None
+        self._flush_handle = self._prefetch_handle = self._pool_handle = None
         self._prefetch_queue = []
         stack = [self.widget]
         while stack:
@@ -494,25 +532,27 @@ class Explorer:
             self._show_error("the explorer could not draw the step", exc)
 
     # -- drawing ahead ------------------------------------------------------------------------
-    def prefetch(self, i: int) -> None:
-        """Draw step i's tree and pool into the caches without showing it."""
+    def prefetch(self, i: int, parts: tuple[str, ...] = ("tree", "pool")) -> None:
+        """Draw step i's tree and/or pool into the caches without showing it."""
         step = self.trace.steps[i]
         snap = step.snapshot
         if snap is None:
             return
         sel = self._default_node(step)
-        if (i, sel) not in self._tree_cache:
+        if "tree" in parts and (i, sel) not in self._tree_cache:
             self._tree_cache.put((i, sel), self._tree_picture(snap, step, sel))
-        self._pool_for(i, snap, sel)
+        if "pool" in parts:
+            self._pool_for(i, snap, sel)
 
     def _schedule_prefetch(self, i: int) -> None:
-        """In Jupyter: draw the neighbours of step i while the kernel is idle, so that the
-        next ▶ or ◀ finds them ready. Outside an event loop nothing is drawn ahead."""
+        """In Jupyter: draw the neighbours of step i while the kernel is idle, one picture
+        per turn of the event loop, so that the next ▶ or ◀ finds them ready. Outside an
+        event loop nothing is drawn ahead."""
         loop = _running_loop()
         if loop is None or self._closed:
             return
         n = len(self.trace.steps)
-        self._prefetch_queue = [j for j in (i + 1, i - 1) if 0 <= j < n]
+        self._prefetch_queue = [(j, part) for j in (i + 1, i - 1) if 0 <= j < n for part in ("tree", "pool")]
         if self._prefetch_handle is None and self._prefetch_queue:
             self._prefetch_handle = loop.call_later(0.02, self._prefetch_next)
 
@@ -520,10 +560,10 @@ class Explorer:
         self._prefetch_handle = None
         if self._closed or not self._prefetch_queue:
             return
-        j = self._prefetch_queue.pop(0)
+        j, part = self._prefetch_queue.pop(0)
         try:
             if j < len(self.trace.steps):
-                self.prefetch(j)
+                self.prefetch(j, (part,))
         except Exception:  # noqa: S110 - a drawing problem shows when that step is shown
             pass
         if self._prefetch_queue:
@@ -544,7 +584,8 @@ class Explorer:
 
     def _forget_from(self, index: int) -> None:
         self._tree_cache.drop_from(index)
-        self._pool_cache.drop_from(index)
+        for k in [k for k in self._pool_keys if k >= index]:
+            del self._pool_keys[k]
         if index < self._functions_upto:
             self._functions.clear()
             self._functions_upto = 0
@@ -560,8 +601,12 @@ class Explorer:
         self._update_buttons()
         self._draw_light(i, step)
         self._choose_node(step)
+        # a big tree takes a while to draw: then the slider moves on release, not while dragged
+        big = step.snapshot is not None and len(step.snapshot.nodes) > _BIG_TREE
+        if self.slider.continuous_update == big:
+            self.slider.continuous_update = not big
         if pictures:
-            self._draw_pictures(i, step)
+            self._draw_pictures(i, step, defer_pool=prefetch and _running_loop() is not None)
         else:
             self._dirty = True
         self.timings["total"] = time.perf_counter() - t0
@@ -668,9 +713,9 @@ class Explorer:
                 self.node_select.value = chosen
         self._selected = chosen
 
-    def _draw_pictures(self, i: int, step: Step) -> None:
+    def _draw_pictures(self, i: int, step: Step, defer_pool: bool = False) -> None:
         t0 = time.perf_counter()
-        self._draw_selection(i, step)
+        self._draw_selection(i, step, defer_pool)
         t1 = time.perf_counter()
         self._draw_timeline(i)
         t2 = time.perf_counter()
@@ -679,8 +724,9 @@ class Explorer:
         self._last_draw = t2
         self._draw_cost = t2 - t0
 
-    def _draw_selection(self, i: int, step: Step) -> None:
-        """What depends on the step and the selected node: tree, table, pool."""
+    def _draw_selection(self, i: int, step: Step, defer_pool: bool = False) -> None:
+        """What depends on the step and the selected node: tree, table, pool. `defer_pool`:
+        a pool picture not drawn yet is drawn once the event loop is free."""
         t0 = time.perf_counter()
         snap = step.snapshot
         sel = self._selected
@@ -696,9 +742,14 @@ class Explorer:
         if sel is None:
             self.table_html.value = _note("no node selected" if snap.nodes else "no nodes yet: no function has run")
         else:
-            self.table_html.value = output_table_html(snap.node(sel))
+            self.table_html.value = _pane(output_table_html(snap.node(sel)), "cgviz-table-pane")
         t2 = time.perf_counter()
-        self.pool_html.value = self._pool_for(i, snap, sel)
+        picture = self._pool_for(i, snap, sel, draw=not defer_pool)
+        if picture is None:  # drawn right after this step change is sent (Jupyter)
+            self.pool_html.value = _note(f"drawing the pool of step {i + 1}…") + _strip_style(self.pool_html.value)
+            self._defer_pool(i)
+        else:
+            self.pool_html.value = picture
         t3 = time.perf_counter()
         self.timings.update(tree=t1 - t0, table=t2 - t1, pool=t3 - t2)
 
@@ -710,20 +761,67 @@ class Explorer:
             cache.put(key, value)
         return value
 
-    def _pool_for(self, i: int, snap: Snapshot, sel: Optional[int]) -> str:
-        """The pool picture of step i: by step, else by content (a pool changes on recordings
-        and warmups, not on replays, so most steps of a replay loop share one picture)."""
-        picture = self._pool_cache.get((i, sel))
+    def _pool_for(self, i: int, snap: Snapshot, sel: Optional[int], draw: bool = True) -> Optional[str]:
+        """The pool of step i with node `sel` highlighted; None when not drawn yet and not `draw`.
+
+        The picture is drawn once per pool content (segments, blocks, live outputs): a pool
+        changes on recordings, warmups and deaths, not on replays, so the steps of a replay
+        loop share one. With pool_highlight="overlay" the selected node's blocks are
+        outlined, and the others faded, by a style sheet over that picture (no redraw when
+        the selection changes); with "redraw" pool_svg draws the highlight itself.
+        """
+        key = self._pool_keys.get(i)
+        if key is None:  # the content's hash, computed once per step (not kept: it is big)
+            key = self._pool_keys[i] = hash(_pool_content(snap))
+        if self.pool_highlight == "redraw":
+            key = (sel, key)
+        picture = self._pool_by_content.get(key)
         if picture is None:
-            key = (sel, _pool_content(snap))
-            picture = self._pool_by_content.get(key)
-            if picture is None:
-                picture = self._pool_picture(snap, sel)
-                self._pool_by_content[key] = picture
-                while len(self._pool_by_content) > 64:
-                    self._pool_by_content.pop(next(iter(self._pool_by_content)))
-            self._pool_cache.put((i, sel), picture)
+            if not draw:
+                return None
+            picture = self._pool_picture(snap, sel if self.pool_highlight == "redraw" else None)
+            self._pool_by_content.put(key, picture)
+        if self.pool_highlight == "overlay":
+            return self._pool_overlay(snap, sel) + picture
         return picture
+
+    def _pool_overlay(self, snap: Snapshot, sel: Optional[int]) -> str:
+        """A scoped style sheet that highlights node `sel`'s blocks, and a line saying so."""
+        if sel is None:
+            return ""
+        from cgviz.views.colors import HIGHLIGHT_EDGE
+
+        ids = [f"block-{b.address:x}" for seg in snap.segments for b in seg.blocks if b.allocated and b.node == sel]
+        scope = f".{self._uid}-pool"
+        rules = [f"{scope} #pool-blocks-{c} path{{fill-opacity:0.3}}" for c in ("output", "input", "unowned")]
+        rules += [f"{scope} g#{b} path{{fill-opacity:1 !important;stroke:{HIGHLIGHT_EDGE} !important;"
+                  "stroke-width:1.8 !important}" for b in ids]
+        function = next((n.function for n in snap.nodes if n.id == sel), "")
+        what = f"{len(ids)} block{'s' * (len(ids) != 1)} outlined" if ids else "no blocks in the pool"
+        return (
+            f"<style>{''.join(rules)}</style>"
+            f'<div class="cgviz-pool-highlight" style="font-size:12px;color:{_MUTED};padding:2px 0">'
+            f"node {sel}{' · ' + _e(function) if function else ''}: {what}</div>"
+        )
+
+    def _defer_pool(self, i: int) -> None:
+        loop = _running_loop()
+        if self._pool_handle is not None:
+            self._pool_handle.cancel()
+        self._pool_handle = loop.call_later(0.0, self._draw_deferred_pool)
+
+    def _draw_deferred_pool(self) -> None:
+        self._pool_handle = None
+        i = self._index
+        if self._closed or i is None or i >= len(self.trace.steps):
+            return
+        snap = self.trace.steps[i].snapshot
+        if snap is None:
+            return
+        try:
+            self.pool_html.value = self._pool_for(i, snap, self._selected)
+        except Exception as exc:
+            self._show_error("the explorer could not draw the pool", exc)
 
     def _tree_picture(self, snap: Snapshot, step: Step, sel: Optional[int]) -> str:
         try:
@@ -741,7 +839,7 @@ class Explorer:
             svg = pool_svg(snap, highlight_node=sel)
         except Exception as exc:
             return _note(f"pool view failed: {_e(type(exc).__name__)}: {_e(exc)}", "error")
-        return _pane(svg, "cgviz-pool-pane", "420px")
+        return _pane(_fit(svg), f"cgviz-pool-pane {self._uid}-pool", "480px")
 
     def _no_snapshot_text(self) -> str:
         level = self.trace.meta.get("trace_level")
@@ -762,31 +860,60 @@ class Explorer:
     def _draw_timeline(self, i: Optional[int]) -> None:
         key = self._trace_key()
         if key != self._timeline_key:
-            self._timeline_base = self._timeline_picture()
+            self._timeline_base, self._timeline_geometry = self._timeline_picture()
             self._timeline_key = key
-        self.timeline_html.value = self._mark_timeline(self._timeline_base, i)
+        self.timeline_html.value = self._mark_timeline(i)
 
-    def _timeline_picture(self) -> str:
+    def _timeline_picture(self) -> tuple[str, Optional[tuple]]:
+        """The timeline drawn with no step marked, and where its steps are: (x0, y_top,
+        width, height) of the tick area in fractions of the picture, and the x limits."""
         try:
-            from cgviz.views.timeline import timeline_svg
+            from cgviz.views.pool import figure_svg
+            from cgviz.views.timeline import timeline_figure
 
-            return timeline_svg(self.trace, current=None)
+            fig = timeline_figure(self.trace, None)
+            svg = figure_svg(fig)
         except Exception as exc:
-            return _note(f"timeline view failed: {_e(type(exc).__name__)}: {_e(exc)}", "error")
+            return _note(f"timeline view failed: {_e(type(exc).__name__)}: {_e(exc)}", "error"), None
+        geometry = None
+        for ax in fig.axes:
+            if any(c.get_gid() == "timeline-steps" for c in ax.collections):
+                x0, y0, w, h = (float(v) for v in ax.get_position().bounds)
+                lo, hi = (float(v) for v in ax.get_xlim())
+                ylo, yhi = (float(v) for v in ax.get_ylim())
+                geometry = (x0, y0, w, h, lo, hi, ylo, yhi)
+                break
+        start = svg.find("<svg")
+        return (svg[start:] if start > 0 else svg), geometry
 
-    def _mark_timeline(self, base: str, i: Optional[int]) -> str:
-        """The timeline with step i marked: a marker laid over the picture drawn once."""
-        n = len(self.trace.steps)
-        if i is None or n == 0 or not base.lstrip().startswith("<svg"):
+    def _mark_timeline(self, i: Optional[int]) -> str:
+        """The timeline with step i marked: an outline and a ▲ laid over the picture, which
+        is drawn once per trace length (so a step change only moves the marker)."""
+        base, geometry = self._timeline_base, self._timeline_geometry
+        if i is None or geometry is None:
             return _pane(base, "cgviz-timeline-pane")
-        left = 100.0 * (i + 0.5) / n
+        x0, y0, w, h, lo, hi, ylo, yhi = geometry
+
+        def x(v: float) -> float:  # percent of the picture's width
+            return 100.0 * (x0 + (v - lo) / (hi - lo) * w)
+
+        def y(v: float) -> float:  # percent of the picture's height, from the top
+            return 100.0 * (1.0 - (y0 + (v - ylo) / (yhi - ylo) * h))
+
+        step_w = x(i + 0.5) - x(i - 0.5)
+        top, bottom = y(1.06), y(-0.06)
         marker = (
-            f'<div class="cgviz-timeline-marker" data-step="{i}" style="position:absolute;top:0;bottom:0;'
-            f'left:{left:.4f}%;width:2px;margin-left:-1px;background:#e8590c;pointer-events:none"></div>'
+            f'<div class="cgviz-timeline-marker" data-step="{i}" title="step {i + 1}" style="position:absolute;'
+            f"left:{x(i):.4f}%;top:{top:.3f}%;height:{bottom - top:.3f}%;width:max(4px,{step_w:.4f}%);"
+            f'transform:translateX(-50%);border:1.6px solid #111;box-sizing:border-box;pointer-events:none"></div>'
+            f'<div class="cgviz-timeline-marker-arrow" style="position:absolute;left:{x(i):.4f}%;top:{bottom:.3f}%;'
+            f'transform:translateX(-50%);font-size:10px;line-height:10px;color:#111;pointer-events:none">▲</div>'
         )
+        natural = _svg_width_px(base)
+        limit = f"max-width:{natural:.0f}px;" if natural else ""
         return (
-            f'<div class="cgviz-timeline-pane" style="overflow:auto;max-width:100%">'
-            f'<div style="position:relative;display:inline-block">{base}{marker}</div></div>'
+            '<div class="cgviz-timeline-pane" style="max-width:100%">'
+            f'<div style="position:relative;{limit}line-height:0">{_fit(base, stretch=True)}{marker}</div></div>'
         )
 
     # -- states without a step ---------------------------------------------------------------
@@ -887,6 +1014,16 @@ class Explorer:
         if self._syncing:
             return
         self._guard(lambda: self.select(change["new"]))
+
+
+_IDS = itertools.count(1)
+
+_STYLE_RE = re.compile(r"<style>.*?</style>|<div class=\"cgviz-(?:note|pool-highlight)\".*?</div>", re.S)
+
+
+def _strip_style(picture: str) -> str:
+    """A pool pane without its highlight and notes (kept on screen while the next is drawn)."""
+    return _STYLE_RE.sub("", picture)
 
 
 def _pool_content(snap: Snapshot) -> tuple:

@@ -1,0 +1,436 @@
+"""Rendering a large trace: loading it, exporting it as HTML, and the cost of one step change.
+
+The trace is synthetic, built from the model dataclasses: a tree of 1,000 graph nodes
+(25 input-shape variants, each a 20-graph chain that branches into two 10-graph heads,
+"train" and "eval") and 10,000 stored steps. First every variant is recorded (a generation,
+the chain and the train head recorded; a generation, the chain replayed and the eval head
+recorded), then replay iterations cycle through the variants and heads: a generation, the
+30 replays of one path, and a path end after an eval path (a train path's outputs are still
+live at the next generation, which invalidates them). Every step has a snapshot: every node with its output
+(live on the current path, dead elsewhere, invalid once a generation passed it by) and the
+pool, one 2 MiB+ segment per variant with a block per node output. Unchanged nodes and
+segments are shared between snapshots, and in the replay phase the snapshot at each
+position of a path is made once and shared by the later iterations of that path (in a real
+run only the replay counts would differ), so memory stays sane.
+
+Measured (medians over a sample of step changes to distinct steps, cold caches):
+
+- load: `Trace.load` of the trace saved as JSON. On disk every step carries its whole
+  snapshot, so the file grows as steps × nodes; when it would exceed --max-json-mb the load
+  is measured on a random sample of steps and projected to the whole trace (marked so).
+  The same trace at the "events" level (no snapshots) is loaded in full.
+- to_html: the whole trace as one page (trees by the built-in layout), its time and size,
+  how many trees and pools were drawn and stored, and the time spent drawing them.
+- step change: `tree_svg` (built-in layout; Graphviz on a few steps when `dot` is installed),
+  `pool_svg`, the timeline (drawn once; a step change moves its marker), and the Explorer's
+  `go(i)` when `cgviz.widgets.explorer.Explorer` is importable.
+
+Goals stated by the project: one step change ≤ 100 ms, load ≤ 2 s. Every figure comes with
+its ratio to the goal (≤ 1 meets it).
+
+usage: python benchmarks/render.py [--quick] [--nodes N] [--steps S] [--samples K]
+                                   [--max-json-mb M] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+if __package__ in (None, ""):  # run as a script from a checkout: import this checkout's cgviz
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cgviz
+from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
+
+GOAL_STEP_MS = 100.0
+GOAL_LOAD_S = 2.0
+VARIANTS = 25
+POOL_BASE = 0x7F3A_0000_0000
+OUT_BYTES = 64 * 256 * 4  # each output: float32[64, 256], 64 KiB
+
+
+# -- the synthetic trace -------------------------------------------------------------------------
+class _Builder:
+    def __init__(self, nodes: int, variants: int) -> None:
+        self.variants = variants
+        self.per = max(4, nodes // variants)
+        self.chain = self.per // 2
+        self.head = (self.per - self.chain) // 2
+        self.nodes: dict[int, NodeView] = {}  # latest NodeView of every recorded node
+        self.order: list[int] = []
+        self.segments: dict[int, Segment] = {}
+        self.steps: list[Step] = []
+        self.generation = 1
+        self.ids: dict[tuple[int, str, int], int] = {}  # (variant, part, position) -> node id
+        self.path: list[int] = []
+        self.distinct_snapshots = 0
+
+    # a path: the chain then one head, as (part, position, function, parent key)
+    def path_keys(self, head: str) -> list[tuple[str, int]]:
+        return [("chain", k) for k in range(self.chain)] + [(head, k) for k in range(self.head)]
+
+    def function(self, part: str, k: int) -> str:
+        return f"layer{k}" if part == "chain" else f"{part}_head{k}"
+
+    def _set(self, node: NodeView) -> None:
+        self.nodes[node.id] = node
+
+    def _state(self, node_id: int, state: str, replays: Optional[int] = None) -> None:
+        n = self.nodes[node_id]
+        out = n.outputs[0]
+        if out.state != state or (replays is not None and replays != n.replays):
+            self._set(replace(n, replays=n.replays if replays is None else replays,
+                              outputs=[replace(out, state=state)]))
+
+    def snapshot(self, current: Optional[int], state: str) -> Snapshot:
+        self.distinct_snapshots += 1
+        return Snapshot(
+            nodes=[self.nodes[i] for i in self.order],
+            current_node=current,
+            path=list(self.path),
+            state=state,  # type: ignore[arg-type]
+            generation=self.generation,
+            segments=[self.segments[v] for v in sorted(self.segments)],
+        )
+
+    def add_step(self, kind: str, reason: str, snapshot: Snapshot, **kw: Any) -> None:
+        self.steps.append(Step(index=len(self.steps), kind=kind, reason=reason,  # type: ignore[arg-type]
+                               generation=self.generation, snapshot=snapshot, duration=2e-5, **kw))
+
+    def new_generation(self) -> None:
+        invalid = [i for i in self.path if self.nodes[i].outputs[0].state == "live"]
+        for i in invalid:
+            self._state(i, "invalid")
+        old = self.generation
+        self.generation += 1
+        self.path = []
+        what = ", ".join(f"output 0 of node {i}" for i in invalid) or "nothing live"
+        self.add_step("generation", f"mark_step(): generation {old} ends, generation {self.generation} begins; "
+                      f"{what} invalidated", self.snapshot(None, "none"),
+                      invalidated=[[i, 0] for i in invalid])
+
+    def record(self, variant: int, part: str, k: int) -> None:
+        nid = len(self.order)
+        parent = self.path[-1] if self.path else None
+        if part != "chain" and k == 0:
+            parent = self.ids[(variant, "chain", self.chain - 1)]
+        seg = self.segments.get(variant)
+        index_in_seg = len(seg.blocks) if seg else 0
+        address = POOL_BASE + variant * (1 << 24) + index_in_seg * OUT_BYTES
+        shape = [64, 256]
+        node = NodeView(nid, self.function(part, k), "graph", parent, [], self.generation, 0,
+                        [OutputView(0, shape, "float32", OUT_BYTES, address, "live")],
+                        signature=f"float32[{8 * (variant + 1)}, 256]")
+        self.ids[(variant, part, k)] = nid
+        self.order.append(nid)
+        self._set(node)
+        if parent is not None:
+            p = self.nodes[parent]
+            self._set(replace(p, children=p.children + [nid]))
+        block = Block(address, OUT_BYTES, True, OUT_BYTES, f"node {nid} output 0", nid, 0)
+        blocks = (seg.blocks if seg else []) + [block]
+        size = max(2 << 20, (len(blocks) * OUT_BYTES + (2 << 20) - 1) // (2 << 20) * (2 << 20))
+        self.segments[variant] = Segment(POOL_BASE + variant * (1 << 24), size, "large", blocks)
+        self.path.append(nid)
+        why = ("no root graph yet for this signature; recording a new root" if parent is None else
+               f"no child for {node.function} under node {parent} (output 0 of node {parent} live); "
+               f"recording a new child of node {parent}")
+        self.add_step("record", why, self.snapshot(nid, "recording"), function=node.function, node=nid, parent=parent)
+
+    def execute(self, variant: int, part: str, k: int, snapshot: Optional[Snapshot] = None) -> None:
+        nid = self.ids[(variant, part, k)]
+        parent = self.path[-1] if self.path else None
+        self.path.append(nid)
+        n = self.nodes[nid]
+        self._state(nid, "live", n.replays + 1)
+        where = "a root" if parent is None else f"under node {parent}"
+        why = f"{n.function} replays node {nid} ({where}): static inputs in place and the path's live outputs as at recording"
+        self.add_step("execute", why, snapshot or self.snapshot(nid, "execution"),
+                      function=n.function, node=nid, parent=parent)
+
+    def path_end(self, snapshot: Optional[Snapshot] = None) -> None:
+        for i in self.path:
+            self._state(i, "dead")
+        ended = "→".join(map(str, self.path))
+        self.path = []
+        self.add_step("path_end", f"all outputs of path {ended} are dead; the next call starts from the roots",
+                      snapshot or self.snapshot(None, "none"))
+
+
+def synthetic_trace(nodes: int = 1000, steps: int = 10_000, variants: int = VARIANTS) -> tuple[Trace, dict]:
+    b = _Builder(nodes, variants)
+    # recording: each variant's chain + train head, then its eval head under the replayed chain
+    for v in range(variants):
+        b.new_generation()
+        for part, k in b.path_keys("train"):
+            b.record(v, part, k)
+        b.new_generation()
+        for part, k in b.path_keys("eval"):
+            (b.execute if part == "chain" else b.record)(v, part, k)
+        b.path_end()
+    # replaying: iterations over variants and heads; each path position's snapshot made once
+    shared: dict[tuple, Snapshot] = {}
+    it = 0
+    while len(b.steps) < steps:
+        v, head = it % variants, ("train", "eval")[(it // variants) % 2]
+        b.new_generation()
+        for pos, (part, k) in enumerate(b.path_keys(head)):
+            if len(b.steps) >= steps:
+                break
+            key = (v, head, pos)
+            b.execute(v, part, k, shared.get(key))
+            shared.setdefault(key, b.steps[-1].snapshot)  # type: ignore[arg-type]
+        if len(b.steps) < steps and head == "eval":  # a train path stays live: the next generation invalidates it
+            key = (v, head, "end")
+            if key not in shared:
+                b.path_end()
+                shared[key] = b.steps[-1].snapshot  # type: ignore[assignment]
+            else:
+                b.path_end(shared[key])
+        it += 1
+    del b.steps[steps:]
+    trace = Trace(steps=b.steps, meta={"backend": "synthetic", "device": "none (built from the model dataclasses)",
+                                       "torch": "n/a", "trace_level": "full", "scenario": "render benchmark"})
+    info = {
+        "nodes": len(b.order),
+        "steps": len(trace.steps),
+        "calls": trace.calls,
+        "variants": variants,
+        "path_length": b.chain + b.head,
+        "distinct_snapshot_objects": len({id(s.snapshot) for s in trace.steps if s.snapshot is not None}),
+        "kinds": {k: v for k, v in trace.counts().items() if v},
+    }
+    return trace, info
+
+
+# -- measuring -----------------------------------------------------------------------------------
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t, value
+
+
+def _median_ms(values: list[float]) -> float:
+    return round(statistics.median(values) * 1000, 3)
+
+
+def _ratio(value: float, goal: float) -> float:
+    return round(value / goal, 3)
+
+
+def measure_load(trace: Trace, samples: int, max_json_mb: float, rng: random.Random) -> dict:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        events = Trace(steps=[replace(s, snapshot=None) for s in trace.steps], meta=dict(trace.meta, trace_level="events"))
+        path = os.path.join(tmp, "events.cgtrace.json")
+        events.save(path)
+        load_s, _ = _timed(lambda: Trace.load(path))
+        out["events_level"] = {"steps": len(events.steps), "json_bytes": os.path.getsize(path),
+                               "load_s": round(load_s, 4), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
+        os.unlink(path)
+
+        picked = sorted(rng.sample(range(len(trace.steps)), min(samples, len(trace.steps))))
+        sample = Trace(steps=[replace(trace.steps[i], index=k) for k, i in enumerate(picked)], meta=trace.meta)
+        path = os.path.join(tmp, "sample.cgtrace.json")
+        sample.save(path)
+        load_s, _ = _timed(lambda: Trace.load(path))
+        size = os.path.getsize(path)
+        per_step_bytes = size / len(picked)
+        per_step_s = load_s / len(picked)
+        os.unlink(path)
+        out["full_sample"] = {"steps": len(picked), "json_bytes": size, "load_s": round(load_s, 4),
+                              "per_step_load_ms": round(per_step_s * 1000, 3)}
+        projected_bytes = per_step_bytes * len(trace.steps)
+        projected_s = per_step_s * len(trace.steps)
+        if projected_bytes <= max_json_mb * 2**20:
+            path = os.path.join(tmp, "full.cgtrace.json")
+            save_s, _ = _timed(lambda: trace.save(path))
+            load_s, _ = _timed(lambda: Trace.load(path))
+            out["full"] = {"measured": True, "json_bytes": os.path.getsize(path), "save_s": round(save_s, 3),
+                           "load_s": round(load_s, 3), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
+        else:
+            out["full"] = {
+                "measured": False,
+                "projected_json_bytes": int(projected_bytes),
+                "projected_load_s": round(projected_s, 1),
+                "vs_goal": _ratio(projected_s, GOAL_LOAD_S),
+                "why": f"the file would be about {projected_bytes / 2**30:.1f} GiB (> --max-json-mb {max_json_mb:g}): "
+                       "every step stores its whole snapshot on disk, so it grows as steps × nodes",
+            }
+    return out
+
+
+def measure_html(trace: Trace) -> dict:
+    import cgviz.views.pool as pool_mod
+    import cgviz.views.tree as tree_mod
+    from cgviz.views.html import to_html
+
+    spent = {"tree": [0, 0.0], "pool": [0, 0.0]}
+
+    def counting(name: str, fn: Callable) -> Callable:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name][0] += 1
+                spent[name][1] += time.perf_counter() - t
+        return wrapper
+
+    tree_svg, pool_svg = tree_mod.tree_svg, pool_mod.pool_svg
+    tree_mod.tree_svg, pool_mod.pool_svg = counting("tree", tree_svg), counting("pool", pool_svg)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.html")
+            seconds, page = _timed(lambda: to_html(trace, path, renderer="builtin"))
+            size = os.path.getsize(path)
+    finally:
+        tree_mod.tree_svg, pool_mod.pool_svg = tree_svg, pool_svg
+    start = page.index('<script type="application/json" id="cgviz-data">') + len('<script type="application/json" id="cgviz-data">')
+    data = json.loads(page[start : page.index("</script>", start)])
+    return {
+        "seconds": round(seconds, 2),
+        "bytes": size,
+        "renderer": "builtin",
+        "trees_drawn": spent["tree"][0],
+        "trees_stored": len(data["trees"]),
+        "tree_draw_s": round(spent["tree"][1], 2),
+        "pools_drawn": spent["pool"][0],
+        "pools_stored": len(data["pools"]),
+        "pool_draw_s": round(spent["pool"][1], 2),
+        "svg_lines_stored": len(data["lines"]),
+        "bytes_per_step": round(size / max(1, len(trace.steps))),
+    }
+
+
+def measure_step_changes(trace: Trace, samples: int, graphviz_samples: int, rng: random.Random) -> dict:
+    from cgviz.views.pool import pool_svg
+    from cgviz.views.timeline import timeline_svg
+    from cgviz.views.tree import dot_available, tree_svg
+
+    picked = rng.sample(range(len(trace.steps)), min(samples, len(trace.steps)))
+    out: dict[str, Any] = {}
+    times = [_timed(lambda s=trace.steps[i]: tree_svg(s.snapshot, s, renderer="builtin"))[0] for i in picked]
+    out["tree_builtin_ms"] = _median_ms(times)
+    if dot_available() and graphviz_samples > 0:
+        few = picked[:graphviz_samples]
+        times = [_timed(lambda s=trace.steps[i]: tree_svg(s.snapshot, s, renderer="graphviz"))[0] for i in few]
+        out["tree_graphviz_ms"] = _median_ms(times)
+        out["tree_graphviz_samples"] = len(few)
+    else:
+        out["tree_graphviz_ms"] = None
+        out["tree_graphviz_skipped"] = "Graphviz `dot` not installed" if graphviz_samples else "--graphviz-samples 0"
+    times = [_timed(lambda s=trace.steps[i]: pool_svg(s.snapshot, highlight_node=s.node))[0] for i in picked]
+    out["pool_ms"] = _median_ms(times)
+    draw_s, svg = _timed(lambda: timeline_svg(trace))
+    out["timeline_draw_once_ms"] = round(draw_s * 1000, 1)
+    out["timeline_bytes"] = len(svg)
+    out["timeline_marker"] = "moved in place, not redrawn (a CSS position in the HTML page, an overlay in the Explorer)"
+    out["samples"] = len(picked)
+    return out
+
+
+def measure_explorer(trace: Trace, samples: int, rng: random.Random) -> dict:
+    try:
+        from cgviz.widgets.explorer import Explorer
+    except Exception as exc:  # not there yet, or ipywidgets missing
+        return {"skipped": f"cgviz.widgets.explorer.Explorer not importable: {type(exc).__name__}: {exc}"}
+    prepare_s, ex = _timed(lambda: Explorer(trace, renderer="builtin"))
+    picked = rng.sample(range(len(trace.steps)), min(samples, len(trace.steps)))
+    times, parts = [], {}
+    for i in picked:
+        t, _ = _timed(lambda i=i: ex.go(i))
+        times.append(t)
+        for k, v in getattr(ex, "timings", {}).items():
+            parts.setdefault(k, []).append(v)
+    with_cache = [_timed(lambda i=i: ex.go(i))[0] for i in picked[:10]]
+    close = getattr(ex, "close", None)
+    if close:
+        close()
+    return {
+        "prepare_s": round(prepare_s, 3),
+        "step_change_ms": _median_ms(times),
+        "step_change_again_ms": _median_ms(with_cache),
+        "parts_ms": {k: _median_ms(v) for k, v in parts.items()},
+        "renderer": "builtin",
+        "samples": len(picked),
+    }
+
+
+def environment() -> dict:
+    import matplotlib
+    import torch
+
+    from cgviz.views.tree import dot_available
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cgviz": cgviz.__version__,
+        "matplotlib": matplotlib.__version__,
+        "graphviz_dot": dot_available(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a small trace (100 nodes, 1,000 steps) for a smoke run")
+    ap.add_argument("--nodes", type=int, default=None, help="graph nodes in the tree (default 1000)")
+    ap.add_argument("--steps", type=int, default=None, help="stored steps (default 10000)")
+    ap.add_argument("--samples", type=int, default=None, help="step changes to time (default 40)")
+    ap.add_argument("--graphviz-samples", type=int, default=3, help="step changes timed with Graphviz (slow)")
+    ap.add_argument("--max-json-mb", type=float, default=256.0, help="save and load the whole trace up to this size")
+    ap.add_argument("--out", help="also write the JSON here")
+    args = ap.parse_args(argv)
+    nodes = args.nodes or (100 if args.quick else 1000)
+    steps = args.steps or (1000 if args.quick else 10_000)
+    samples = args.samples or (10 if args.quick else 40)
+    rng = random.Random(0)
+
+    build_s, (trace, info) = _timed(lambda: synthetic_trace(nodes, steps, min(VARIANTS, max(1, nodes // 8))))
+    info["build_s"] = round(build_s, 2)
+    result: dict[str, Any] = {"benchmark": "render", "quick": args.quick, "trace": info,
+                              "goals": {"step_change_ms": GOAL_STEP_MS, "load_s": GOAL_LOAD_S}}
+    result["load"] = measure_load(trace, samples, args.max_json_mb, rng)
+    result["step_change"] = measure_step_changes(trace, samples, args.graphviz_samples, rng)
+    result["explorer"] = measure_explorer(trace, samples, rng)
+    result["to_html"] = measure_html(trace)
+
+    sc, ex = result["step_change"], result["explorer"]
+    vs: dict[str, Any] = {
+        "load_events_level": result["load"]["events_level"]["vs_goal"],
+        "load_full": result["load"]["full"]["vs_goal"],
+        "tree_builtin": _ratio(sc["tree_builtin_ms"], GOAL_STEP_MS),
+        "pool": _ratio(sc["pool_ms"], GOAL_STEP_MS),
+    }
+    if sc.get("tree_graphviz_ms") is not None:
+        vs["tree_graphviz"] = _ratio(sc["tree_graphviz_ms"], GOAL_STEP_MS)
+    if "step_change_ms" in ex:
+        vs["explorer_step_change"] = _ratio(ex["step_change_ms"], GOAL_STEP_MS)
+    vs["html_step_change"] = "in the browser: one innerHTML swap of a stored SVG (no Python)"
+    result["vs_goal"] = vs
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["environment"] = environment()
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,426 @@
+"""The HTML export: one self-contained page per trace, every step precomputed, nothing fetched."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import cgviz
+from cgviz.cli import main
+from cgviz.data import gpu_trace, gpu_trace_names
+from cgviz.scenarios import SCENARIOS, run_scenario
+from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
+from cgviz.views.html import to_html
+from cgviz.views.tree import dot_available
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_TAG = '<script type="application/json" id="cgviz-data">'
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+# -- reading a page ------------------------------------------------------------------------------
+class PageParser(HTMLParser):
+    """Checks that every element is closed in order and collects the scripts and attributes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.problems: list[str] = []
+        self.scripts: dict[str, str] = {}
+        self.attrs: list[tuple[str, str, str]] = []
+        self.text: list[str] = []
+        self._script: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            self.attrs.append((tag, k, v or ""))
+        if tag == "script":
+            self._script = dict(attrs).get("id") or f"script{len(self.scripts)}"
+            self.scripts[self._script] = ""
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        for k, v in attrs:
+            self.attrs.append((tag, k, v or ""))
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.problems.append(f"</{tag}> closes <{self.stack[-1] if self.stack else None}>")
+            return
+        self.stack.pop()
+        if tag == "script":
+            self._script = None
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self.scripts[self._script] += data
+        else:
+            self.text.append(data)
+
+
+def parse(page: str) -> PageParser:
+    p = PageParser()
+    p.feed(page)
+    p.close()
+    assert p.problems == [], p.problems[:5]
+    assert p.stack == [], p.stack
+    return p
+
+
+def page_data(page: str) -> dict:
+    return json.loads(parse(page).scripts["cgviz-data"])
+
+
+def svgs(data: dict, kind: str) -> list[str]:
+    lines = data["lines"]
+    out = []
+    for runs in data[kind]:
+        out.append("\n".join(lines[j] for a, n in zip(runs[::2], runs[1::2]) for j in range(a, a + n)))
+    return out
+
+
+def check_offline(page: str) -> None:
+    """No URL but the SVG namespace declarations (which browsers never fetch)."""
+    for m in re.finditer(r"(?i)https?://", page):
+        before = page[max(0, m.start() - 24) : m.start()]
+        assert re.search(r'xmlns(?::\w+)?=\\?"$', before), page[m.start() - 60 : m.start() + 60]
+        assert page.startswith("http://www.w3.org/", m.start()), page[m.start() : m.start() + 60]
+    for tag, k, v in parse(page).attrs:
+        assert k != "src", (tag, k, v)
+        if k in ("href", "xlink:href"):
+            assert v.startswith("#"), (tag, k, v)
+    assert "<link" not in page and "@import" not in page and "<iframe" not in page
+    assert not re.search(r"url\((?!#)", page)
+    assert not re.search(r"\b(fetch|XMLHttpRequest|import\s*\()", parse(page).scripts["script1"])
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scenario_traces():
+    return {name: run_scenario(name, "sim").trace for name in SCENARIOS}
+
+
+@pytest.fixture(scope="module")
+def pages(scenario_traces):
+    return {name: to_html(trace) for name, trace in scenario_traces.items()}
+
+
+def lambda_trace() -> Trace:
+    """A trace with names and reasons that need escaping."""
+    out = OutputView(0, [2, 3], "float32", 24, 0x7F00_0000_0000, "live")
+    node = NodeView(0, "<lambda>", "graph", None, [], 1, 0, [out], signature="(float32[2, 3])")
+    snap = Snapshot([node], 0, [0], "recording", 1)
+    steps = [
+        Step(0, "record", 'recorded <lambda> because x < y && "quotes" \'too\'', 1, "<lambda>", 0, snapshot=snap),
+        Step(1, "generation", "mark_step(): a < b & c > d", 2, invalidated=[[0, 0]],
+             snapshot=Snapshot([replace(node, outputs=[replace(out, state="invalid")])], None, [], "none", 2)),
+    ]
+    return Trace(steps=steps, meta={"backend": "sim", "device": "cpu <&> test", "torch": "2.x",
+                                    "note": "</script><script>alert(1)</script>"})
+
+
+# -- the content ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_step_headline_and_reason_is_in_the_page(scenario_traces, pages, name):
+    page = pages[name]
+    for step in scenario_traces[name].steps:
+        assert html.escape(step.headline()) in page, step.headline()
+        assert html.escape(step.reason) in page, step.reason
+    n = len(scenario_traces[name].steps)
+    assert len(page_data(page)["steps"]) == n
+    assert f'max="{n - 1}"' in page  # the slider covers every step
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_node_of_the_final_snapshot_is_in_the_tree_svgs(scenario_traces, pages, name):
+    trees = "\n".join(svgs(page_data(pages[name]), "trees"))
+    final = scenario_traces[name].last_snapshot()
+    assert final is not None and final.nodes
+    for node in final.nodes:
+        assert f'id="node-{node.id}"' in trees, node.id
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_the_page_parses_works_offline_and_names_the_meta(scenario_traces, pages, name):
+    page = pages[name]
+    assert page.startswith("<!DOCTYPE html>")
+    check_offline(page)
+    meta = scenario_traces[name].meta
+    for key in ("backend", "device", "torch"):
+        assert html.escape(str(meta[key])) in page, key
+    data = page_data(page)
+    for i, (tree, pool, snap, node, banner) in enumerate(data["steps"]):
+        assert 0 <= tree < len(data["trees"]) and 0 <= pool < len(data["pools"]) and 0 <= snap < len(data["snaps"])
+    assert len(data["tx"]) == len(data["steps"]) and data["tx"] == sorted(data["tx"])
+    assert all(0 < x < 1 for x in data["tx"])
+    for svg in svgs(data, "trees") + svgs(data, "pools"):
+        assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+
+
+def test_steps_and_reasons_are_escaped_everywhere():
+    trace = lambda_trace()
+    page = to_html(trace)
+    assert "<lambda>" not in page and "<&>" not in page
+    assert "&lt;lambda&gt;" in page
+    assert html.escape(trace.steps[0].reason) in page and html.escape(trace.steps[1].reason) in page
+    assert "cpu &lt;&amp;&gt; test" in page
+    assert page.count("</script>") == 2  # the data block and the code; the meta's one is escaped
+    assert "alert(1)" not in parse(page).scripts["script1"]
+    data = page_data(page)
+    assert '<tspan' in svgs(data, "trees")[0] or "<text" in svgs(data, "trees")[0]
+    assert "&lt;lambda&gt;" in svgs(data, "trees")[0]
+    assert data["banners"][0]["items"] == ["output 0 of <lambda> (node 0) · float32[2, 3] · 24 B"]
+    check_offline(page)
+
+
+def test_the_generation_banner_lists_the_invalidated_outputs_with_their_functions(scenario_traces, pages):
+    trace, data = scenario_traces["generations"], page_data(pages["generations"])
+    generation_steps = [i for i, s in enumerate(trace.steps) if s.kind == "generation"]
+    assert generation_steps
+    for i, step in enumerate(trace.steps):
+        banner = data["steps"][i][4]
+        if step.kind != "generation":
+            assert banner == -1
+            continue
+        text = data["banners"][banner]
+        assert f"Generation {step.generation} begins" in text["head"]
+        assert len(text["items"]) == len(step.invalidated)
+        for (node, out), item in zip(step.invalidated, text["items"]):
+            fn = step.snapshot.node(node).function
+            assert item.startswith(f"output {out} of {fn} (node {node})"), item
+    assert any(data["banners"][data["steps"][i][4]]["items"] for i in generation_steps)
+
+
+def test_node_tables_hold_every_output_of_every_node(scenario_traces, pages):
+    trace, data = scenario_traces["fwd_bwd"], page_data(pages["fwd_bwd"])
+    for i, step in enumerate(trace.steps):
+        rec = data["snaps"][data["steps"][i][2]]
+        ids = [data["nodes"][j][0] for a, n in zip(rec["n"][::2], rec["n"][1::2]) for j in range(a, a + n)]
+        assert ids == [n.id for n in step.snapshot.nodes]
+        assert rec["path"] == step.snapshot.path and rec["cur"] == step.snapshot.current_node
+    last = trace.steps[-1].snapshot
+    rec = data["snaps"][data["steps"][-1][2]]
+    by_id = {data["nodes"][j][0]: data["nodes"][j] for a, n in zip(rec["n"][::2], rec["n"][1::2]) for j in range(a, a + n)}
+    for node in last.nodes:
+        outs = by_id[node.id][8]
+        assert [o[0] for o in outs] == [o.index for o in node.outputs]
+        assert [o[1] for o in outs] == [o.state for o in node.outputs]
+
+
+def test_the_pool_marks_each_block_with_its_node(scenario_traces, pages):
+    pools = "\n".join(svgs(page_data(pages["branching"]), "pools"))
+    final = scenario_traces["branching"].last_snapshot()
+    owned = [b for s in final.segments for b in s.blocks if b.allocated and b.node is not None]
+    assert owned
+    for b in owned:
+        assert f'id="pool-block-{b.address:x}" data-node="{b.node}"' in pools
+
+
+# -- storing pictures once -----------------------------------------------------------------------
+def test_identical_pictures_are_stored_once():
+    base = run_scenario("chain", "sim").trace
+    snaps = [s.snapshot for s in base.steps[4:7]]  # three distinct snapshots
+    steps = []
+    for i in range(600):
+        k = i % 3
+        steps.append(Step(i, "path_end", f"reason {i}", 1, snapshot=snaps[k]))
+    trace = Trace(steps=steps, meta=dict(base.meta))
+    page = to_html(trace)
+    data = page_data(page)
+    assert len(data["steps"]) == 600
+    assert len(data["trees"]) <= 3 and len(data["pools"]) <= 3 and len(data["snaps"]) <= 3
+    small = to_html(Trace(steps=steps[:6], meta=dict(base.meta)))
+    assert len(page) < len(small) + 600 * 400  # each extra step costs its list row and a few numbers
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_no_more_trees_are_stored_than_there_are_snapshots(scenario_traces, pages, name):
+    data = page_data(pages[name])
+    distinct = len({id(s.snapshot) for s in scenario_traces[name].steps if s.snapshot is not None})
+    assert len(data["trees"]) <= distinct
+    assert len(data["pools"]) <= distinct
+    assert len(data["lines"]) == len(set(data["lines"]))
+
+
+def test_a_loaded_trace_renders_like_the_live_one(scenario_traces, pages, tmp_path):
+    path = tmp_path / "t.cgtrace.json"
+    scenario_traces["branching"].save(path)
+    assert to_html(cgviz.Trace.load(path)) == pages["branching"]
+
+
+# -- traces without pictures ---------------------------------------------------------------------
+def test_an_empty_trace_says_so():
+    page = to_html(Trace(meta={"backend": "sim"}))
+    check_offline(page)
+    data = page_data(page)
+    assert data["steps"] == [] and data["tx"] == []
+    assert "This trace has no steps" in page
+    assert 'id="next" title="next step (→)" aria-label="▶ next step" disabled' in page
+    assert "<h1>cgviz · sim</h1>" in page
+
+
+def test_an_events_trace_lists_its_steps_and_says_why_there_are_no_pictures():
+    trace = run_scenario("generations", "sim", trace="events").trace
+    assert trace.steps and all(s.snapshot is None for s in trace.steps)
+    page = to_html(trace)
+    check_offline(page)
+    data = page_data(page)
+    assert data["trees"] == [] and data["pools"] == []
+    assert all(st[0] == -1 and st[1] == -1 and st[2] == -1 for st in data["steps"])
+    assert "no snapshots of the tree or the pool" in page and "trace=&quot;full&quot;" in page
+    for step in trace.steps:
+        assert html.escape(step.headline()) in page and html.escape(step.reason) in page
+    banners = [data["banners"][st[4]] for st in data["steps"] if st[4] >= 0]
+    assert banners and any(b["items"] for b in banners)  # named by node even without a snapshot
+
+
+def test_a_step_without_a_snapshot_in_a_full_trace_has_no_picture():
+    trace = run_scenario("chain", "sim").trace
+    steps = list(trace.steps)
+    steps[3] = replace(steps[3], snapshot=None)
+    data = page_data(to_html(Trace(steps=steps, meta=trace.meta)))
+    assert data["steps"][3][:3] == [-1, -1, -1]
+    assert data["steps"][4][0] >= 0
+
+
+# -- writing and options -------------------------------------------------------------------------
+def test_writes_the_page_atomically_and_returns_it(scenario_traces, tmp_path):
+    path = tmp_path / "chain.html"
+    path.write_text("old")
+    page = to_html(scenario_traces["chain"], path, title="my <run>")
+    assert path.read_text(encoding="utf-8") == page
+    assert "<title>my &lt;run&gt;</title>" in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.html"]  # no temporary file left
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        to_html(scenario_traces["chain"], tmp_path / "missing" / "x.html")
+    assert cgviz.to_html is to_html and "to_html" in cgviz.__all__
+
+
+def test_renderers(scenario_traces):
+    trace = scenario_traces["branching"]
+    ids = [f'id="node-{n.id}"' for n in trace.last_snapshot().nodes]
+    builtin = "\n".join(svgs(page_data(to_html(trace, renderer="builtin")), "trees"))
+    assert all(i in builtin for i in ids)
+    if dot_available():
+        graphviz = "\n".join(svgs(page_data(to_html(trace, renderer="graphviz")), "trees"))
+        assert all(i in graphviz for i in ids)
+    with pytest.raises(ValueError, match="unknown renderer"):
+        to_html(trace, renderer="svg")
+
+
+@pytest.mark.parametrize("name", gpu_trace_names())
+def test_gpu_traces_render(name):
+    trace = gpu_trace(name)
+    page = to_html(trace)
+    check_offline(page)
+    assert html.escape(trace.meta["device"]) in page and "backend</span> cuda" in page
+    data = page_data(page)
+    assert len(data["steps"]) == len(trace.steps)
+
+
+# -- the command line ----------------------------------------------------------------------------
+def test_cli_render_writes_the_page(scenario_traces, tmp_path, capsys):
+    src = tmp_path / "run.cgtrace.json"
+    scenario_traces["chain"].save(src)
+    assert main(["render", str(src), "-o", str(tmp_path / "out.html")]) == 0
+    out = capsys.readouterr().out
+    assert f"→ {tmp_path / 'out.html'}" in out
+    page = (tmp_path / "out.html").read_text(encoding="utf-8")
+    assert "record g → node 4" in page
+    assert main(["render", str(src)]) == 0  # default: beside the trace, .html for .cgtrace.json
+    assert (tmp_path / "run.html").exists()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "trace file not found"),
+        ("{", "truncated or not JSON"),
+        ('{"format": "cgviz-trace", "schema_version": 99, "meta": {}, "steps": []}', "newer cgviz"),
+        ('{"format": "other"}', "not a cgviz trace"),
+    ],
+)
+def test_cli_render_errors_are_one_line(tmp_path, capsys, content, message):
+    src = tmp_path / "bad.cgtrace.json"
+    if content is not None:
+        src.write_text(content)
+    assert main(["render", str(src), "-o", str(tmp_path / "x.html")]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("cgviz render: ") and message in err and "\n" not in err, err
+    assert "Traceback" not in captured.err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_cli_render_into_a_missing_directory_exits_1(scenario_traces, tmp_path, capsys):
+    src = tmp_path / "run.cgtrace.json"
+    scenario_traces["chain"].save(src)
+    assert main(["render", str(src), "-o", str(tmp_path / "nope" / "x.html")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_demo_writes_the_page(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--backend", "sim", "--scenario", "chain"]) == 0
+    out = capsys.readouterr().out
+    assert "explorer written to cgviz-demo.html" in out
+    assert "why:" not in out  # the steps are printed with --text only
+    page = (tmp_path / "cgviz-demo.html").read_text(encoding="utf-8")
+    assert "cgviz · chain · sim" in page and "record g → node 4" in page
+    assert main(["demo", "--backend", "sim", "--scenario", "chain", "-o", "a.html", "-o", "t.cgtrace.json"]) == 0
+    out = capsys.readouterr().out
+    assert "explorer written to a.html" in out and "trace saved to t.cgtrace.json" in out
+    assert cgviz.Trace.load(tmp_path / "t.cgtrace.json").meta["scenario"] == "chain"
+    assert (tmp_path / "a.html").read_text(encoding="utf-8").count("record g → node 4") >= 1
+
+
+# -- in a browser --------------------------------------------------------------------------------
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the page's script")
+def test_the_script_shows_the_step_in_the_address(scenario_traces, tmp_path):
+    trace = scenario_traces["branching"]
+    path = tmp_path / "b.html"
+    to_html(trace, path)
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={profile}",
+               "--virtual-time-budget=2000", "--dump-dom", f"file://{path}#step=16&node=2"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    dom = done.stdout
+    assert f"step 16/{len(trace.steps)}" in dom, done.stderr[-2000:]
+    assert 'class="cur"' in dom or "cur" in dom
+    assert "A · node 2" in dom  # the pinned node's output table
+    assert 'id="node-5"' in dom  # the tree of that step is in the page
+
+
+# -- the benchmark ---------------------------------------------------------------------------------
+def test_render_benchmark_smoke(tmp_path):
+    out = tmp_path / "render.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "render.py"), "--nodes", "8", "--steps", "40", "--samples", "3",
+         "--graphviz-samples", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == result
+    assert result["benchmark"] == "render" and result["trace"]["steps"] == 40
+    assert result["goals"] == {"step_change_ms": 100.0, "load_s": 2.0}
+    assert result["load"]["full"]["measured"] is True
+    assert result["step_change"]["tree_builtin_ms"] > 0 and result["step_change"]["pool_ms"] > 0
+    assert result["to_html"]["bytes"] > 0 and result["to_html"]["trees_stored"] <= result["to_html"]["trees_drawn"]
+    assert "tree_builtin" in result["vs_goal"]
