@@ -569,3 +569,51 @@ def test_in_an_event_loop_a_busy_live_tree_is_redrawn_at_most_every_interval():
         ex.close()
 
     asyncio.run(main())
+
+
+# -- the pool highlight, and staying light ---------------------------------------------------------
+def test_pool_highlight_overlay_outlines_the_selected_nodes_blocks(chain_trace):
+    ex = Explorer(chain_trace, renderer=RENDERER)
+    ex.last()
+    snap = chain_trace.steps[-1].snapshot
+    owners = {b.node for seg in snap.segments for b in seg.blocks if b.allocated and b.node is not None}
+    assert owners
+    pictures = set()
+    for node in sorted(owners):
+        ex.select(node)
+        blocks = [b for seg in snap.segments for b in seg.blocks if b.allocated and b.node == node]
+        style = re.search(r"<style>(.*?)</style>", ex.pool_html.value).group(1)
+        for b in blocks:
+            assert f"#block-{b.address:x}" in style
+            assert f'id="block-{b.address:x}"' in ex.pool_html.value
+        assert f"node {node}" in text(ex.pool_html)
+        pictures.add(re.sub(r"<style>.*?</style>|<div class=\"cgviz-pool-highlight\".*?</div>", "", ex.pool_html.value))
+    assert len(pictures) == 1  # one picture of the pool, whichever node is highlighted
+
+
+def test_pool_highlight_redraw_draws_the_highlight_into_the_picture(chain_trace):
+    ex = Explorer(chain_trace, pool_highlight="redraw", renderer=RENDERER)
+    ex.last()
+    snap = chain_trace.steps[-1].snapshot
+    a, b = snap.nodes[0].id, snap.nodes[-1].id
+    ex.select(a)
+    first = ex.pool_html.value
+    ex.select(b)
+    assert "<style>" not in ex.pool_html.value and ex.pool_html.value != first
+    with pytest.raises(ValueError, match="pool_highlight"):
+        Explorer(chain_trace, pool_highlight="glow")
+
+
+def test_explorer_class_loads_no_widget_or_plotting_library_until_made():
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys, cgviz\n"
+        "cls = cgviz.Explorer\n"
+        "print(json.dumps(sorted(m for m in ('ipywidgets', 'matplotlib', 'IPython', 'torch') if m in sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import glob
 import re
 import threading
@@ -23,7 +24,16 @@ from cgviz.views.colors import (
     node_color,
     text_color_on,
 )
-from cgviz.views.pool import MIN_BLOCK_FRACTION, pool_blocks, pool_figure, pool_png, pool_svg, pool_totals
+from cgviz.views.pool import (
+    MIN_BLOCK_FRACTION,
+    figure_png,
+    figure_svg,
+    pool_blocks,
+    pool_figure,
+    pool_png,
+    pool_svg,
+    pool_totals,
+)
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_rgba  # noqa: E402
@@ -366,24 +376,37 @@ def test_large_pool_is_drawn_with_few_artists_and_quickly():
     # segments, one collection per category, one of stripes per hatched category
     assert len(fig.axes[0].collections) <= 7
     assert len(texts(fig)) < 250
-    pool_png(snapshot)  # warm fonts
+    figure_png(fig)  # warm fonts
     start = time.perf_counter()
-    png = pool_png(snapshot)
-    svg = pool_svg(snapshot)
+    png = figure_png(pool_figure(snapshot))
+    svg = figure_svg(pool_figure(snapshot))
     elapsed = time.perf_counter() - start
     assert png.startswith(b"\x89PNG") and svg.count('<g id="block-') == 2000
     assert elapsed < 20, f"pool of 2,000 blocks took {elapsed:.1f} s to PNG and SVG"
+    # drawn again only when something shown changed
+    assert pool_svg(snapshot) is pool_svg(snapshot)
+
+
+def test_cache_follows_content(traces):
+    snapshot = copy.deepcopy(traces["fwd_bwd"].steps[-1].snapshot)
+    before = pool_svg(snapshot)
+    assert pool_svg(copy.deepcopy(snapshot)) == before
+    block = next(b for s in snapshot.segments for b in s.blocks if b.node is not None and b.allocated)
+    block.allocated = False  # the same objects, changed: drawn again
+    after = pool_svg(snapshot)
+    assert after != before and f'<g id="block-{block.address:x}"><title>free ·' in after
+    assert pool_png(snapshot) != pool_png(snapshot, highlight_node=2)
 
 
 def test_figures_render_in_threads(traces):
     snapshots = [traces["fwd_bwd"].steps[-1].snapshot, traces["branching"].steps[4].snapshot] * 3
-    reference = {i: pool_svg(s) for i, s in enumerate(snapshots[:2])}
+    reference = {i: figure_svg(pool_figure(s)) for i, s in enumerate(snapshots[:2])}
     results: dict[int, str] = {}
     errors = []
 
     def work(i: int, snap: Snapshot) -> None:
         try:
-            results[i] = pool_svg(snap)
+            results[i] = figure_svg(pool_figure(snap))
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 

@@ -199,6 +199,7 @@ def test_ten_thousand_steps_render_fast_with_few_artists():
     assert png.startswith(b"\x89PNG") and len(svg) < 1_000_000
     # dense: one image column per group of steps, not 10,000 artists
     dense = by_gid(fig, "timeline-steps-dense")
+    assert dense.axes is by_gid(fig, "timeline-axes")
     assert dense.get_array().shape[1] < 2_000
     assert len(fig.findobj()) < 400
     assert len(by_gid(fig, "timeline-folds").get_paths()) == sum(1 for s in trace.steps if s.repeat > 1)

@@ -260,14 +260,15 @@ class _Page:
         self._snap_by_id[id(s)] = i
         return i
 
-    def _banner(self, index: int, step: "Step") -> int:
+    def _banner(self, step: "Step", snap: Optional["Snapshot"], functions: dict[int, str]) -> int:
+        """The generation banner of `step` (an index into banners), or -1. `snap`: the step's
+        snapshot or the latest before it; `functions`: node → function from the steps so far."""
         if step.kind != "generation":
             return -1
-        snap = step.snapshot or self._snapshot_before(index)
         items = []
         for pair in step.invalidated:
             node_id, out_index = pair[0], pair[1]
-            function, detail = None, ""
+            function, detail = functions.get(node_id), ""
             if snap is not None:
                 with contextlib.suppress(KeyError):
                     node = snap.node(node_id)
@@ -288,12 +289,6 @@ class _Page:
             head = f"Generation {step.generation} begins: the path ends; nothing live was invalidated."
         self.banners.append({"head": head, "items": items})
         return len(self.banners) - 1
-
-    def _snapshot_before(self, index: int) -> Optional["Snapshot"]:
-        for k in range(index - 1, -1, -1):
-            if self.steps[k].snapshot is not None:
-                return self.steps[k].snapshot
-        return None
 
     def _tree_renderer(self) -> str:
         from cgviz.views.tree import dot_available
@@ -335,8 +330,12 @@ class _Page:
         tree_cache: dict[tuple, int] = {}
         pool_cache: dict[tuple, int] = {}
         pool_by_id: dict[int, int] = {}
+        last_snap = None
+        functions: dict[int, str] = {}
         for i, step in enumerate(self.steps):
             snap = step.snapshot
+            if step.node is not None and step.function:
+                functions[step.node] = step.function
             tree = pool = sidx = -1
             if snap is not None:
                 key = self._tree_key(step)
@@ -352,7 +351,8 @@ class _Page:
                         pool = pool_cache[key] = self.pools.add(_pool_markup(snap, pool_svg(snap)))
                     pool_by_id[id(snap)] = pool
                 sidx = self._snap_index(snap)
-            steps_out.append([tree, pool, sidx, step.node, self._banner(i, step)])
+            last_snap = snap or last_snap
+            steps_out.append([tree, pool, sidx, step.node, self._banner(step, last_snap, functions)])
         return {
             "steps": steps_out,
             "lines": self.store.lines,
@@ -385,6 +385,9 @@ class _Page:
     # -- markup -------------------------------------------------------------------------------
     def build(self) -> str:
         data = self._data()
+        empty = self._empty_message()
+        if self.steps and empty:
+            self.notices.append(empty)
         timeline, xs = self._timeline()
         data["tx"] = xs
         data["level"] = self.trace.meta.get("trace_level")
@@ -403,7 +406,9 @@ class _Page:
             timeline=timeline,
             timeline_hidden="" if timeline else " hidden",
             step_list=self._step_list(),
-            empty=_e(self._empty_message()),
+            empty=_e(empty),
+            body_class="no-pictures" if empty else "",
+            keys="← → Home End" + ("" if empty else " · click a node"),
             node_msg="Click a node in the tree to see its outputs." if n else "",
             payload=payload,
             js=_JS,
@@ -446,12 +451,13 @@ class _Page:
                         block_end = j if j - self.steps[j].span < i else -1
                         break
             note = ""
+            fold = f' data-fold="{times[i]}"' if times[i] > 1 else ""
             if step.repeat == 1 and block_end >= 0:
                 span = self.steps[block_end].span
                 note = (f'<span class="blk"> · ×{times[i]} (step {i - (block_end - span)} of a '
                         f'{span}-step block)</span>')
             rows.append(
-                f'<li class="k-{_e(step.kind)}" data-kind="{_e(step.kind)}" data-i="{i}">'
+                f'<li class="k-{_e(step.kind)}" data-kind="{_e(step.kind)}" data-i="{i}"{fold}>'
                 f'<span class="sn">{i + 1}</span><span class="hl">{_e(step.headline())}</span>{note}'
                 f'<span class="why">{_e(step.reason)}</span></li>'
             )
@@ -490,7 +496,7 @@ h1{font-size:18px;margin:0 0 4px}
 .meta-key{color:var(--muted)}
 .counts{font-size:12.5px;color:var(--muted);margin-top:2px}
 .kc{color:var(--k);font-weight:600}
-.notice{margin:6px 16px 0;font-size:12.5px;color:var(--muted);font-style:italic}
+.notice{margin:8px 16px 0;padding:6px 12px;font-size:13px;color:#323f4b;background:#eef2f6;border:1px solid var(--line);border-radius:6px}
 #controls{position:sticky;top:0;z-index:5;display:flex;align-items:center;gap:6px;padding:8px 16px;background:var(--panel);border-bottom:1px solid var(--line)}
 #controls button{display:inline-flex;align-items:center;justify-content:center;min-width:36px;height:30px;border:1px solid #b8c2cc;background:#fff;color:#323f4b;border-radius:5px;cursor:pointer}
 #controls button:hover:not(:disabled){background:#eef2f6}
@@ -532,6 +538,11 @@ h1{font-size:18px;margin:0 0 4px}
 #tree-box g.cg-sel{filter:drop-shadow(0 0 3px rgba(232,89,12,.7))}
 .msg{padding:18px;color:var(--muted);font-style:italic}
 #snapinfo{font-size:12px;color:var(--muted);padding:4px 10px;border-bottom:1px solid var(--line)}
+#snapinfo:empty{display:none}
+body.no-pictures #main{grid-template-columns:minmax(0,1fr);grid-template-areas:"steps"}
+body.no-pictures #tree-panel,body.no-pictures #node-panel,body.no-pictures #pool-panel{display:none}
+body.no-pictures #steps-panel{position:static}
+#now.k-error #reason{color:#9b1c1c}
 #node{padding:8px 10px;font-size:12.5px}
 #node .title{font-size:15px;font-weight:600}
 #node .facts{color:var(--muted);margin:2px 0 6px}
@@ -561,7 +572,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <title>{title}</title>
 <style>{css}</style>
 </head>
-<body>
+<body class="{body_class}">
 <header>{header}</header>
 {notices}
 <div id="controls">
@@ -571,7 +582,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <button id="last" title="last step (End)" aria-label="⏭ last step"{disabled}>{icon_last}</button>
 <input id="slider" type="range" min="0" max="{n_max}" value="0" aria-label="step"{disabled}>
 <span id="pos">{n} steps</span>
-<span id="keys">← → Home End · click a node</span>
+<span id="keys">{keys}</span>
 </div>
 <div id="timeline-box" title="click to go to a step"{timeline_hidden}><div id="timeline-inner">{timeline}<div id="marker"></div></div></div>
 <div id="now"><div id="headline">{empty}</div><div id="reason"></div></div>
@@ -691,7 +702,8 @@ function show(i, keepHash) {
   if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) $("pool-box").innerHTML = unrun(D.pools[st[1]]); else msg($("pool-box"), "No snapshot of the pool for this step."); }
   if (st[2] >= 0) {
     var sn = D.snaps[st[2]], word = {warmup: "warming up", recording: "recording", execution: "replaying"}[sn.state] || sn.state;
-    $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + sn.path.join(" → ") + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots");
+    $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + sn.path.join(" → ") + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots") +
+      (row.dataset.fold ? " · as after the last of its ×" + row.dataset.fold + " repeats" : "");
   }
   else $("snapinfo").textContent = "";
   poolMark(nodeTable(st));

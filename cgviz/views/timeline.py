@@ -15,10 +15,15 @@ the title.
 
 `timeline_items` is the single source of truth for the ticks (`timeline_folds` and
 `timeline_generations` derive the bands and lines from it): the figure draws exactly
-those, as one `PolyCollection` of ticks (consecutive same-kind steps merged into one bar
-when the steps are narrower than two pixels), one of bands and one `LineCollection` of
-generation lines, so 10,000 steps cost a handful of artists. In the SVG each tick is a
-`<g id="step-<index>">` when the steps are drawn one by one.
+those, as one `PolyCollection` of ticks, one of bands and one `LineCollection` of
+generation lines, so 10,000 steps cost a handful of artists. When steps get narrower
+than two pixels (over ~470 steps at the default width) the ticks become one image row,
+one pixel column per group of steps showing the most notable kind among them (`error`
+first, then `eager`, `record`, `warmup`, …; see `_DENSE_PRIORITY`): a lone error in
+10,000 steps stays visible. Labels ("×N", "gen N") are thinned so that they never
+overlap, and when generation boundaries are closer than six pixels only the labelled
+ones get a line. In the SVG each tick is a `<g id="step-<index>">` with the step's headline as
+its `<title>`, while steps are drawn one by one.
 """
 
 from __future__ import annotations
@@ -150,7 +155,8 @@ def timeline_figure(
     carry gids: ``timeline-steps`` (a PolyCollection, one rectangle per step; or, when
     steps are under two pixels wide, ``timeline-steps-dense``: an image with one pixel
     column per group of steps, showing the most notable kind in it, errors first),
-    ``timeline-folds``, ``timeline-generations``, ``timeline-current``.
+    ``timeline-folds``, ``timeline-generations``, ``timeline-current``; their axes is
+    ``timeline-axes`` (x: step index, ticks between y = 0 and 1).
     """
     import numpy as np
     from matplotlib.collections import LineCollection, PolyCollection
@@ -187,6 +193,7 @@ def timeline_figure(
     axis_w_in = width_in - left_in - right_in
     ax = fig.add_axes((left_in / width_in, bottom_in / height_in, axis_w_in / width_in,
                        max(0.1, (height_in - top_in - bottom_in) / height_in)))
+    ax.set_gid("timeline-axes")  # the steps' axes, dense or not (x: step index, ticks at y 0..1)
     slots = max(n, _MIN_VISIBLE_STEPS)
     ax.set_xlim(-0.5, slots - 0.5)
     ax.set_ylim(-0.42, 1.62)
@@ -217,9 +224,14 @@ def timeline_figure(
             bands.set_hatch_linewidth(0.6)
         bands.set_gid("timeline-folds")
         ax.add_collection(bands)
-        # biggest repeats first, never overlapping one another
+        # the biggest repeats first (equal ones spread along the strip), never overlapping,
+        # at most _MAX_FOLD_LABELS
+        stride = -(-len(folds) // _MAX_FOLD_LABELS)
+        order = sorted(range(len(folds)), key=lambda i: (-folds[i]["repeat"], i % stride, i))
         taken: list[tuple[float, float]] = []
-        for i in sorted(range(len(folds)), key=lambda i: -folds[i]["repeat"])[:_MAX_FOLD_LABELS]:
+        for i in order:
+            if len(taken) >= _MAX_FOLD_LABELS:
+                break
             f = folds[i]
             mid = (f["start"] + f["end"]) / 2
             half = _label_steps(px_per_step, len(f["label"]), 7.0) / 2
@@ -270,6 +282,11 @@ def timeline_figure(
 
     # generation boundaries
     if gens:
+        labelled = _thin([g["x"] for g in gens], _label_steps(px_per_step, max(len(g["label"]) for g in gens), 6.5))
+        if dense and len(gens) > axis_w_in * 100 / 6:
+            # more boundaries than one per 6 pixels would only be a grey texture: draw the labelled ones
+            gens = [gens[i] for i in labelled]
+            labelled = list(range(len(gens)))
         gx = np.array([g["x"] for g in gens])
         segs = np.stack([np.stack([gx, np.full(len(gx), -0.3)], 1), np.stack([gx, np.full(len(gx), 1.62)], 1)], 1)
         # over the ticks when they are few; behind them when dense, where the lines would hide them
@@ -277,7 +294,7 @@ def timeline_figure(
                                linestyles=(0, (3, 2)), alpha=1.0 if not dense else 0.5, zorder=3 if not dense else 1.5)
         lines.set_gid("timeline-generations")
         ax.add_collection(lines)
-        for i in _thin([g["x"] for g in gens], _label_steps(px_per_step, max(len(g["label"]) for g in gens), 6.5)):
+        for i in labelled:
             g = gens[i]
             ax.text(g["x"], 1.64, g["label"], ha="center", va="bottom", fontsize=6.5, color=_GEN_LINE, zorder=4,
                     clip_on=False)
@@ -334,7 +351,9 @@ def timeline_svg(trace: Union["Trace", Sequence["Step"], None], current: Optiona
     `<g id="step-<index>">` whose `<title>` is the step's headline.
     """
     steps = _steps(trace)
-    titles = {f"step-{i}": f"step {i}: {_headline(s)}" for i, s in enumerate(steps)} if len(steps) <= _MAX_STEP_IDS else {}
+    titles = {}
+    if len(steps) <= _MAX_STEP_IDS:
+        titles = {f"step-{i}": f"step {i}: {_headline(s)}" for i, s in enumerate(steps)}
     return figure_svg(timeline_figure(trace, current, **kw), titles)
 
 

@@ -470,7 +470,7 @@ class Explorer:
             self.run_button.disabled = False
         self.refresh(follow=True)
         if error is not None:
-            self._show_error(f"run next call: the workload raised {type(error).__name__}", error)
+            self._show_error("run next call: the workload raised", error)
         else:
             self._clear_error()
         return error
@@ -731,10 +731,10 @@ class Explorer:
         snap = step.snapshot
         sel = self._selected
         if snap is None:
-            message = _note(self._no_snapshot_text())
-            self.tree_html.value = message
-            self.table_html.value = message
-            self.pool_html.value = message
+            recorded = self._recorded_level()
+            self.tree_html.value = _note(self._no_snapshot_text())
+            self.table_html.value = _note(f"No outputs to show: {_e(NO_SNAPSHOT)}{_e(recorded)}.")
+            self.pool_html.value = _note(f"No pool to show: {_e(NO_SNAPSHOT)}{_e(recorded)}.")
             self.timings.update(tree=0.0, table=0.0, pool=0.0)
             return
         self.tree_html.value = self._cached(self._tree_cache, (i, sel), lambda: self._tree_picture(snap, step, sel))
@@ -841,13 +841,15 @@ class Explorer:
             return _note(f"pool view failed: {_e(type(exc).__name__)}: {_e(exc)}", "error")
         return _pane(_fit(svg), f"cgviz-pool-pane {self._uid}-pool", "480px")
 
-    def _no_snapshot_text(self) -> str:
+    def _recorded_level(self) -> str:
         level = self.trace.meta.get("trace_level")
         if level is None and self.tree is not None:
             level = getattr(self.tree, "trace_level", None)
-        recorded = f" (this trace was recorded with trace={level!r})" if level and level != "full" else ""
+        return f" (this trace was recorded with trace={level!r})" if level and level != "full" else ""
+
+    def _no_snapshot_text(self) -> str:
         return (
-            f"No snapshot for this step: {_e(NO_SNAPSHOT)}{_e(recorded)}. "
+            f"No snapshot for this step: {_e(NO_SNAPSHOT)}{_e(self._recorded_level())}. "
             "The headline, the reason and the timeline still work; record with "
             "<code>cgviz.Tree(..., trace=\"full\")</code> to see the tree, the outputs and the pool."
         )
@@ -872,12 +874,19 @@ class Explorer:
             from cgviz.views.timeline import timeline_figure
 
             fig = timeline_figure(self.trace, None)
-            svg = figure_svg(fig)
+            steps = self.trace.steps
+            n = len(steps)
+            # tooltips on the ticks, as timeline_svg gives them (it draws a group per step up to ~2000)
+            titles = {f"step-{i}": f"step {i + 1}/{n}: {s.headline()}" for i, s in enumerate(steps)} if n <= 2000 else {}
+            try:
+                svg = figure_svg(fig, titles)
+            except TypeError:  # a figure_svg without tooltips
+                svg = figure_svg(fig)
         except Exception as exc:
             return _note(f"timeline view failed: {_e(type(exc).__name__)}: {_e(exc)}", "error"), None
         geometry = None
         for ax in fig.axes:
-            if any(c.get_gid() == "timeline-steps" for c in ax.collections):
+            if any(str(c.get_gid()).startswith("timeline-steps") for c in ax.get_children()):
                 x0, y0, w, h = (float(v) for v in ax.get_position().bounds)
                 lo, hi = (float(v) for v in ax.get_xlim())
                 ylo, yhi = (float(v) for v in ax.get_ylim())
