@@ -8,8 +8,10 @@
 
 `%%cudagraph` watches every `cgviz.Tree` of the process (see `cgviz.engine.registry`): the
 steps any tree takes while the cell runs are summed up in plain text, and shown in an
-Explorer widget. Trees live on in the user's namespace, so running the cell again goes on
-from where the tree is: warmup, then record, then replay.
+Explorer widget (on a copy of the steps, so a displayed Explorer never slows the tree down
+later; `%cgviz explore` gives one that follows the tree live). Trees live on in the user's
+namespace, so running the cell again goes on from where the tree is: warmup, then record,
+then replay.
 
 A NAME is a tree's `name` (`cgviz.Tree(name="...")`; the default tree is "default") or the
 name of a variable of the user's namespace that holds a tree.
@@ -237,7 +239,10 @@ class CudaGraphMagics(Magics):
     @magic_arguments.argument("--torch", action="store_true", help="also record torch.compile's own CUDA graph trees")
     @magic_arguments.argument(
         "--tree", metavar="NAME",
-        help="the tree to explore and save (its name, or a variable holding it); the explorer shows its whole trace",
+        help=(
+            "the tree to explore and save (its name, or a variable holding it); the explorer shows "
+            "its whole trace, not only the cell's steps"
+        ),
     )
     @magic_arguments.argument("--save", metavar="PATH", help="save the trace as JSON (cgviz.Trace.load reads it)")
     @magic_arguments.argument("--no-widget", action="store_true", help="print the summary only, no Explorer")
@@ -293,8 +298,8 @@ class CudaGraphMagics(Magics):
         if args.save:
             result.saved = self._save_cell(result, named, args.save)
         if not args.no_widget:
-            if named is not None:
-                result.explorers = self._show([named])
+            if named is not None:  # its whole trace as it is now (a copy: no listener left behind)
+                result.explorers = self._show([tail_trace(named.trace, self._calls(named))])
             else:
                 result.explorers = self._show([a.new_trace for a in result.activities if a.new])
         self.explorers = result.explorers

@@ -878,10 +878,7 @@ class Explorer:
             n = len(steps)
             # tooltips on the ticks, as timeline_svg gives them (it draws a group per step up to ~2000)
             titles = {f"step-{i}": f"step {i + 1}/{n}: {s.headline()}" for i, s in enumerate(steps)} if n <= 2000 else {}
-            try:
-                svg = figure_svg(fig, titles)
-            except TypeError:  # a figure_svg without tooltips
-                svg = figure_svg(fig)
+            svg = figure_svg(fig, titles)
         except Exception as exc:
             return _note(f"timeline view failed: {_e(type(exc).__name__)}: {_e(exc)}", "error"), None
         geometry = None
