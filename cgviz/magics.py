@@ -225,10 +225,12 @@ class CudaGraphMagics(Magics):
     # -- %%cudagraph ------------------------------------------------------------------------
     @magic_arguments.magic_arguments(name="%cudagraph")
     @magic_arguments.kwds(add_help=True, formatter_class=_HelpFormatter, epilog=(
-        "Steps that any cgviz.Tree takes while the cell runs are summed up per tree and shown "
-        "in an Explorer. Run the cell again to go on: warmup, then record, then replay."
+        "Steps that any cgviz.Tree takes while the cell runs are summed up per tree and\n"
+        "shown in an Explorer. Run the cell again to go on: warmup, then record, then replay."
     ))
-    @magic_arguments.argument("-n", dest="runs", type=int, default=1, metavar="N", help="run the cell N times (default 1)")
+    @magic_arguments.argument(
+        "-n", dest="runs", type=int, default=1, metavar="N", help="run the cell N times (default 1)"
+    )
     @magic_arguments.argument(
         "--mark-step", action="store_true",
         help=(
@@ -377,7 +379,9 @@ class CudaGraphMagics(Magics):
         "save PATH [NAME]   save the tree's trace as JSON\n"
         "NAME: a tree's name or a variable holding a tree; without it, the default tree."
     ))
-    @magic_arguments.argument("command", nargs="?", default="status", choices=SUBCOMMANDS, help="what to do (default: status)")
+    @magic_arguments.argument(
+        "command", nargs="?", default="status", choices=SUBCOMMANDS, help="what to do (default: status)"
+    )
     @magic_arguments.argument("args", nargs="*", help="PATH and/or NAME, as the command takes them")
     @line_magic
     def cgviz(self, line: str) -> None:

@@ -217,7 +217,10 @@ def test_no_tree_took_a_step(sim):
 
 
 def test_a_tree_made_inside_the_cell_is_seen(shell):
-    code = "import cgviz, torch\nt = cgviz.Tree('sim', name='inner')\ng = t.wrap(torch.neg)\nr = g(torch.ones(2)); del r"
+    code = (
+        "import cgviz, torch\nt = cgviz.Tree('sim', name='inner')\ng = t.wrap(torch.neg)\n"
+        "r = g(torch.ones(2)); del r"
+    )
     run = cudagraph(shell, "--no-widget", code)
     assert counts_line(run.stdout, "tree 'inner' on sim")["warmups"] == 1
 
