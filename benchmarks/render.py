@@ -21,6 +21,8 @@ Measured (medians over a sample of step changes to distinct steps, cold caches):
   The same trace at the "events" level (no snapshots) is loaded in full.
 - to_html: the whole trace as one page (trees by the built-in layout), its time and size,
   how many trees and pools were drawn and stored, and the time spent drawing them.
+  When Chromium is installed, the page is opened headless and timed: opening it, ▶ (the next
+  step) and jumps with the slider, each to the end of the layout it causes.
 - step change: `tree_svg` (built-in layout; Graphviz on a few steps when `dot` is installed),
   `pool_svg`, the timeline (drawn once; a step change moves its marker), and the Explorer's
   `go(i)` when `cgviz.widgets.explorer.Explorer` is importable.
@@ -29,7 +31,7 @@ Goals stated by the project: one step change ≤ 100 ms, load ≤ 2 s. Every fig
 its ratio to the goal (≤ 1 meets it).
 
 usage: python benchmarks/render.py [--quick] [--nodes N] [--steps S] [--samples K]
-                                   [--max-json-mb M] [--out PATH]
+                                   [--graphviz-samples G] [--max-json-mb M] [--no-browser] [--out PATH]
 """
 
 from __future__ import annotations
@@ -272,7 +274,58 @@ def measure_load(trace: Trace, samples: int, max_json_mb: float, rng: random.Ran
     return out
 
 
-def measure_html(trace: Trace) -> dict:
+# Runs in the exported page: ▶ 30 times from a step three quarters in, then 30 jumps with the
+# slider; each timed to the end of the layout it causes (a forced layout, before painting).
+_BROWSER_PROBE = """<script>
+window.addEventListener("load", function () {
+  var nav = performance.getEntriesByType("navigation")[0], S = document.getElementById("slider"), n = +S.max + 1;
+  function force() { return document.documentElement.offsetHeight + document.getElementById("tree-box").scrollWidth; }
+  function med(v) { v.sort(function (a, b) { return a - b; }); return v[Math.floor(v.length / 2)]; }
+  var next = [], jump = [], a, k;
+  force();
+  for (k = 0; k < 30; k++) { a = performance.now(); document.getElementById("next").click(); force(); next.push(performance.now() - a); }
+  for (k = 0; k < 30; k++) { a = performance.now(); S.value = (k * 7919) % n; S.dispatchEvent(new Event("input")); force(); jump.push(performance.now() - a); }
+  document.body.setAttribute("data-probe", JSON.stringify({open_ms: Math.round(nav.domInteractive),
+    next_median_ms: med(next), next_max_ms: Math.max.apply(null, next), jump_median_ms: med(jump), jump_max_ms: Math.max.apply(null, jump)}));
+});
+</script>
+</body>"""
+
+
+def _chromium() -> Optional[str]:
+    import shutil
+
+    return next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+def measure_browser(page: str, steps: int) -> dict:
+    """The exported page in headless Chromium: time to open it and per step change."""
+    import html as html_mod
+    import re
+    import subprocess
+
+    browser = _chromium()
+    if browser is None:
+        return {"skipped": "no Chromium found (chromium, chromium-browser or google-chrome)"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "probe.html")
+        Path(path).write_text(page.replace("</body>", _BROWSER_PROBE), encoding="utf-8")
+        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp}/profile",
+               "--window-size=1400,1000", "--dump-dom", f"file://{path}#step={max(1, steps * 3 // 4)}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    found = re.search(r'data-probe="([^"]*)"', done.stdout)
+    if not found:
+        return {"skipped": f"the probe did not report (exit {done.returncode}): {done.stderr[-300:]}"}
+    result = json.loads(html_mod.unescape(found.group(1)))
+    result = {k: round(v, 1) for k, v in result.items()}
+    result["browser"] = os.path.basename(browser)
+    result["how"] = ("headless, software rendering; ▶ from step 3/4 in, then slider jumps; each to the end of "
+                     "the layout it causes")
+    return result
+
+
+def measure_html(trace: Trace, browser: bool = True) -> dict:
     import cgviz.views.pool as pool_mod
     import cgviz.views.tree as tree_mod
     from cgviz.views.html import to_html
@@ -312,6 +365,7 @@ def measure_html(trace: Trace) -> dict:
         "pool_draw_s": round(spent["pool"][1], 2),
         "svg_lines_stored": len(data["lines"]),
         "bytes_per_step": round(size / max(1, len(trace.steps))),
+        "in_browser": measure_browser(page, len(trace.steps)) if browser else {"skipped": "--no-browser"},
     }
 
 
@@ -394,6 +448,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--samples", type=int, default=None, help="step changes to time (default 40)")
     ap.add_argument("--graphviz-samples", type=int, default=3, help="step changes timed with Graphviz (slow)")
     ap.add_argument("--max-json-mb", type=float, default=256.0, help="save and load the whole trace up to this size")
+    ap.add_argument("--no-browser", action="store_true", help="skip timing the page in headless Chromium")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)
     nodes = args.nodes or (100 if args.quick else 1000)
@@ -408,7 +463,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     result["load"] = measure_load(trace, samples, args.max_json_mb, rng)
     result["step_change"] = measure_step_changes(trace, samples, args.graphviz_samples, rng)
     result["explorer"] = measure_explorer(trace, samples, rng)
-    result["to_html"] = measure_html(trace)
+    result["to_html"] = measure_html(trace, browser=not args.no_browser)
 
     sc, ex = result["step_change"], result["explorer"]
     vs: dict[str, Any] = {
@@ -421,7 +476,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         vs["tree_graphviz"] = _ratio(sc["tree_graphviz_ms"], GOAL_STEP_MS)
     if "step_change_ms" in ex:
         vs["explorer_step_change"] = _ratio(ex["step_change_ms"], GOAL_STEP_MS)
-    vs["html_step_change"] = "in the browser: one innerHTML swap of a stored SVG (no Python)"
+    web = result["to_html"]["in_browser"]
+    if "next_median_ms" in web:
+        vs["html_step_change_next"] = _ratio(web["next_median_ms"], GOAL_STEP_MS)
+        vs["html_step_change_jump"] = _ratio(web["jump_median_ms"], GOAL_STEP_MS)
+        vs["html_open"] = _ratio(web["open_ms"] / 1000, GOAL_LOAD_S)
     result["vs_goal"] = vs
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     result["environment"] = environment()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 SCENARIO_DEFAULT = "branching"
@@ -58,7 +59,7 @@ def _demo(args: argparse.Namespace) -> int:
             print(f"cgviz demo: {_os_message(exc, 'write', path)}", file=sys.stderr)
             return 1
         if _is_html(path):
-            print(f"explorer written to {path} (open it in a browser)")
+            print(f"explorer written to {path} (open {Path(path).resolve().as_uri()} in a browser)")
         else:
             print(f"trace saved to {path}")
     return 0
@@ -91,7 +92,7 @@ def _render(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"cgviz render: {_os_message(exc, 'write', out)}", file=sys.stderr)
         return 1
-    print(f"{len(trace.steps)} steps from {args.trace} → {out}")
+    print(f"{len(trace.steps)} steps from {args.trace} → {out} (open {Path(out).resolve().as_uri()} in a browser)")
     return 0
 
 

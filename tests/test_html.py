@@ -390,21 +390,62 @@ def test_cli_demo_writes_the_page(tmp_path, monkeypatch, capsys):
 
 
 # -- in a browser --------------------------------------------------------------------------------
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the page's script")
-def test_the_script_shows_the_step_in_the_address(scenario_traces, tmp_path):
-    trace = scenario_traces["branching"]
-    path = tmp_path / "b.html"
-    to_html(trace, path)
+def chromium_dom(path: Path, fragment: str = "") -> str:
     with tempfile.TemporaryDirectory() as profile:
         cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={profile}",
-               "--virtual-time-budget=2000", "--dump-dom", f"file://{path}#step=16&node=2"]
+               "--window-size=1400,1000", "--dump-dom", f"file://{path}{fragment}"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-    dom = done.stdout
-    assert f"step 16/{len(trace.steps)}" in dom, done.stderr[-2000:]
-    assert 'class="cur"' in dom or "cur" in dom
-    assert "A · node 2" in dom  # the pinned node's output table
+    assert done.stdout, done.stderr[-2000:]
+    return done.stdout
+
+
+# steps through the whole trace with ▶ and checks that the tree shown (patched in place where only
+# some node or edge groups changed) has the same groups as the stored SVG of that step
+STEP_CHECK = r"""<script>
+window.addEventListener("load", function () {
+  var D = JSON.parse(document.getElementById("cgviz-data").textContent), box = document.getElementById("tree-box");
+  var ref = document.createElement("div"), bad = [], seen = [];
+  function svgOf(t) { var r = D.trees[t], o = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(D.lines[j]); return o.join("\n"); }
+  function groups(root) { var m = {}; root.querySelectorAll('[id^="node-"],[id^="edge-"]').forEach(function (g) { var c = g.cloneNode(true); c.classList.remove("cg-sel"); if (!c.getAttribute("class")) c.removeAttribute("class"); m[g.id] = c.outerHTML; }); return m; }
+  document.getElementById("first").click();
+  for (var k = 0; k < D.steps.length; k++) {
+    if (k) document.getElementById("next").click();
+    var i = +document.getElementById("slider").value; seen.push(i);
+    ref.innerHTML = svgOf(D.steps[i][0]);
+    var a = groups(box), b = groups(ref);
+    if (JSON.stringify(Object.keys(a).sort()) !== JSON.stringify(Object.keys(b).sort()) || Object.keys(b).some(function (x) { return a[x] !== b[x]; })) bad.push(i);
+  }
+  document.body.setAttribute("data-check", JSON.stringify({seen: seen, bad: bad, headline: document.getElementById("headline").textContent}));
+});
+</script>
+</body>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the page's script")
+def test_the_script_opens_the_step_and_node_in_the_address(scenario_traces, tmp_path):
+    trace = scenario_traces["branching"]
+    path = tmp_path / "b.html"
+    to_html(trace, path)
+    dom = chromium_dom(path, "#step=16&node=2")
+    assert f"step 16/{len(trace.steps)}" in dom
+    assert re.search(r'<li class="k-record cur"[^>]*data-i="15"', dom)
+    assert "A · node 2" in dom and "selected · click it again" in dom  # the pinned node's output table
     assert 'id="node-5"' in dom  # the tree of that step is in the page
+    assert re.search(r'id="marker" style="left: [0-9.]+%', dom)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the page's script")
+@pytest.mark.parametrize("name", ["fwd_bwd", "generations"])
+def test_stepping_shows_each_steps_tree(scenario_traces, tmp_path, name):
+    trace = scenario_traces[name]
+    path = tmp_path / f"{name}.html"
+    path.write_text(to_html(trace).replace("</body>", STEP_CHECK), encoding="utf-8")
+    dom = chromium_dom(path)
+    check = json.loads(html.unescape(re.search(r'data-check="([^"]*)"', dom).group(1)))
+    assert check["seen"] == list(range(len(trace.steps)))
+    assert check["bad"] == []
+    assert check["headline"].startswith(f"step {len(trace.steps)}/{len(trace.steps)} · ")
 
 
 # -- the benchmark ---------------------------------------------------------------------------------

@@ -7,12 +7,15 @@ Every step is precomputed: its headline and reason, the tree after it, the pool 
 every node's outputs and, for a generation step, the outputs it invalidated. A few lines of
 inline JavaScript (no libraries, nothing fetched) step through them: ⏮ ◀ ▶ ⏭, a slider, the
 arrow keys (Home/End for the first and last step), a click on a step in the list or on the
-timeline, and a click on a tree node to show its output table. `#step=N` (1-based, as in the
-headline) and `#step=N&node=M` in the address open the page at that step and node.
+timeline. A click on a tree node pins it: its output table is shown and its blocks stand out in
+the pool (click it again to follow the steps' nodes). `#step=N` (1-based, as in the headline)
+and `#step=N&node=M` in the address open the page at that step and node.
 
 Pictures that repeat are stored once: each distinct SVG is kept as a list of runs over a
 shared pool of SVG lines, so steps that draw the same tree share it, and trees that differ in
-a few nodes share the rest. The timeline is drawn once; a marker moves along it.
+a few nodes share the rest. Stepping to a tree that differs from the one shown only in some
+node or edge groups swaps just those groups. The timeline is drawn once; a marker moves
+along it.
 """
 
 from __future__ import annotations
@@ -248,15 +251,12 @@ class _Page:
         if i is not None:
             return i
         nodes = _runs([self._node_index(n) for n in s.nodes])
-        segments = len(s.segments)
-        pool = (f"{format_bytes(s.reserved_bytes)} reserved · {format_bytes(s.allocated_bytes)} allocated · "
-                f"{segments} segment{'' if segments == 1 else 's'}") if segments else "no pool segments"
-        key = (tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation, pool)
+        key = (tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation)
         i = self._snap_by_key.get(key)
         if i is None:
             i = self._snap_by_key[key] = len(self.snap_recs)
             self.snap_recs.append({"n": nodes, "path": list(s.path), "cur": s.current_node, "state": s.state,
-                                   "gen": s.generation, "pool": pool})
+                                   "gen": s.generation})
         self._snap_by_id[id(s)] = i
         return i
 
@@ -286,7 +286,7 @@ class _Page:
                     f"{'it' if n == 1 else 'one'} raises \u201caccessing tensor output of CUDAGraphs that has "
                     f"been overwritten by a subsequent run\u201d.")
         else:
-            head = f"Generation {step.generation} begins: the path ends; nothing live was invalidated."
+            head = f"Generation {step.generation} begins: nothing live was invalidated."
         self.banners.append({"head": head, "items": items})
         return len(self.banners) - 1
 
@@ -318,6 +318,18 @@ class _Page:
         return (id(step.snapshot), step.kind, step.node, inval)
 
     def _data(self) -> dict:
+        """The page's data (the JSON block the script reads):
+
+        - ``steps``: per step ``[tree, pool, snap, node, banner]``: indices into ``trees``,
+          ``pools``, ``snaps`` and ``banners`` (-1: none), and the step's node id;
+        - ``lines``: the distinct lines of every SVG; ``trees``/``pools``: each SVG as runs
+          ``[start, count, ...]`` over ``lines`` (its text is those lines joined by newlines);
+        - ``nodes``: distinct node records ``[id, function, kind, parent, children, generation,
+          replays, signature, outputs]``, each output ``[index, state, shape, dtype, size,
+          address, alias_of]``; ``snaps``: per distinct snapshot its nodes (runs over
+          ``nodes``), ``path``, current node ``cur``, ``state`` and generation ``gen``;
+        - ``banners``: ``{"head": text, "items": [text, ...]}`` for generation steps.
+        """
         steps_out: list[list] = []
         if not self.steps:
             return {"steps": steps_out}
@@ -416,7 +428,9 @@ class _Page:
         )
 
     def _kind_css(self) -> str:
-        return "".join(f".k-{k}{{--k:{c}}}" for k, c in KIND_COLORS.items())
+        digits = len(str(len(self.steps))) + 1  # the step numbers' column fits the largest
+        return ("".join(f".k-{k}{{--k:{c}}}" for k, c in KIND_COLORS.items())
+                + f"#steps .sn{{min-width:{digits}ch}}#steps .why{{padding-left:{digits}ch}}")
 
     def _header(self) -> str:
         meta = self.trace.meta
@@ -515,7 +529,7 @@ h1{font-size:18px;margin:0 0 4px}
 #reason{margin-top:3px;color:#323f4b}
 #banner{margin:8px 16px 0;padding:8px 14px;background:#fff4e6;border:1px solid #f0b37e;border-radius:6px;color:#7c2d12}
 #banner ul{margin:4px 0 0;padding-left:20px}
-#main{display:grid;grid-template-columns:minmax(220px,280px) minmax(0,1fr) minmax(300px,380px);grid-template-areas:"steps tree node" "steps pool pool";gap:10px;padding:10px 16px 16px;align-items:start}
+#main{display:grid;grid-template-columns:minmax(220px,280px) minmax(0,1fr) minmax(300px,380px);grid-template-areas:"steps tree node" "steps pool pool";grid-template-rows:auto 1fr;gap:10px;padding:10px 16px 16px;align-items:start}
 #steps-panel{grid-area:steps;position:sticky;top:56px}
 #tree-panel{grid-area:tree}
 #node-panel{grid-area:node}
@@ -527,8 +541,8 @@ h1{font-size:18px;margin:0 0 4px}
 #steps li{padding:4px 8px 4px 6px;border-left:4px solid var(--k);border-bottom:1px solid #eef0f3;cursor:pointer;font-size:12.5px}
 #steps li:hover{background:#f3f6f9}
 #steps li.cur{background:#fff1e6;box-shadow:inset 0 0 0 1px #f5b07a}
-#steps .sn{display:inline-block;min-width:2.6em;color:var(--muted);font-variant-numeric:tabular-nums}
-#steps .why{display:block;color:var(--muted);font-size:11.5px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;padding-left:2.6em}
+#steps .sn{display:inline-block;color:var(--muted);font-variant-numeric:tabular-nums}
+#steps .why{display:block;color:var(--muted);font-size:11.5px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 #steps li.cur .why{white-space:normal}
 #tree-box{overflow:auto;max-height:calc(100vh - 120px);min-height:160px;padding:6px}
 #tree-box svg{display:block;margin:0 auto;max-width:none}
@@ -609,6 +623,42 @@ function $(id) { return document.getElementById(id); }
 var rows = $("steps").children, slider = $("slider");
 var cur = -1, sel = null, shownTree = -2, shownPool = -2, shownNode = null, snapNodes = {};
 
+function lineIndex(r) { var out = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) out.push(j); return out; }
+var shownLines = null, WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/;
+function setTree(t) {
+  // a tree that differs from the one shown only in whole node or edge groups: swap just those
+  // (a big tree's layout is what costs; the browser then lays out only what changed)
+  var box = $("tree-box"), svg = box.querySelector("svg"), next = lineIndex(D.trees[t]), swaps = [], gone = [];
+  if (svg && shownLines && shownLines.length === next.length) {
+    for (var p = 0; p < next.length; p++) {
+      if (next[p] === shownLines[p]) continue;
+      var a = WHOLE.exec(D.lines[shownLines[p]]), b = WHOLE.exec(D.lines[next[p]]);
+      if (!a || !b || swaps.length > next.length / 2) { swaps = null; break; }
+      gone.push(a[2]); swaps.push(b);
+    }
+    // the same groups, redrawn (edges may change places: those on the path are drawn last)
+    if (swaps && gone.sort().join() !== swaps.map(function (m) { return m[2]; }).sort().join()) swaps = null;
+  } else swaps = null;
+  if (swaps) {
+    var tmp = document.createElementNS(svg.namespaceURI, "g");
+    tmp.innerHTML = swaps.map(function (m) { return m[1]; }).join("");
+    while (tmp.firstElementChild) {
+      var g = tmp.firstElementChild, old = document.getElementById(g.id);
+      if (old) old.parentNode.replaceChild(g, old); else tmp.removeChild(g);
+    }
+  } else box.innerHTML = next.map(function (j) { return D.lines[j]; }).join("\n");
+  shownLines = next;
+}
+var pools = new Map();  // the last pools shown, parsed: stepping back and forth does not parse them again
+function setPool(t) {
+  var box = $("pool-box"), svg = pools.get(t);
+  if (!svg) {
+    var tmp = document.createElement("div"); tmp.innerHTML = unrun(D.pools[t]); svg = tmp.firstElementChild;
+    if (pools.size >= 24) pools.delete(pools.keys().next().value);
+  } else pools.delete(t);
+  pools.set(t, svg);
+  box.textContent = ""; box.appendChild(svg);
+}
 function unrun(r) { var out = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) out.push(D.lines[j]); return out.join("\n"); }
 function el(tag, cls, text) { var e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
 function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", text)); }
@@ -663,15 +713,19 @@ function markSelected() {
   for (var i = 0; i < old.length; i++) old[i].classList.remove("cg-sel");
   if (sel != null) { var g = $("tree-box").querySelector('[id="node-' + sel + '"]'); if (g) g.classList.add("cg-sel"); }
 }
+var boxW = 0;
+function measure() { boxW = $("tree-box").clientWidth - 12; }
+function naturalWidth(svg) { var w = svg.getAttribute("width") || "", v = parseFloat(w); return /pt$/.test(w) ? v * 4 / 3 : v; }
 function placeTree() {
   // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node of interest
+  // (no layout is read here: a large tree's layout is the costly part of a step, let the browser do it once)
   var box = $("tree-box"), svg = box.querySelector("svg"); if (!svg) return;
-  box.classList.remove("fit");
-  var nat = svg.getBoundingClientRect().width, avail = box.clientWidth - 12;
-  var fit = $("fit").checked || (nat > avail && avail / nat >= 0.6);
+  var nat = naturalWidth(svg), fit = $("fit").checked || (nat > boxW && boxW / nat >= 0.6);
   box.classList.toggle("fit", fit);
-  if (fit) return;
-  var g = box.querySelector(".cg-sel") || box.querySelector(".state-active") || box.querySelector(".state-current");
+  if (!fit && nat > boxW) requestAnimationFrame(scrollToNode);
+}
+function scrollToNode() {
+  var box = $("tree-box"), g = box.querySelector(".cg-sel") || box.querySelector(".state-active") || box.querySelector(".state-current");
   if (!g) return;
   var b = box.getBoundingClientRect(), r = g.getBoundingClientRect();
   if (r.left < b.left || r.right > b.right) box.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
@@ -695,14 +749,14 @@ function show(i, keepHash) {
   else b.hidden = true;
   if (st[0] !== shownTree) {
     shownTree = st[0];
-    if (st[0] >= 0) $("tree-box").innerHTML = unrun(D.trees[st[0]]);
-    else msg($("tree-box"), $("tree-box").dataset.empty || "No snapshot was recorded for this step.");
+    if (st[0] >= 0) setTree(st[0]);
+    else { shownLines = null; msg($("tree-box"), $("tree-box").dataset.empty || "No snapshot was recorded for this step."); }
   }
   markSelected(); placeTree();
-  if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) $("pool-box").innerHTML = unrun(D.pools[st[1]]); else msg($("pool-box"), "No snapshot of the pool for this step."); }
+  if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) setPool(st[1]); else msg($("pool-box"), "No snapshot of the pool for this step."); }
   if (st[2] >= 0) {
     var sn = D.snaps[st[2]], word = {warmup: "warming up", recording: "recording", execution: "replaying"}[sn.state] || sn.state;
-    $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + sn.path.join(" → ") + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots") +
+    $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + (sn.path.length > 12 ? sn.path.slice(0, 3).join(" → ") + " → … → " + sn.path.slice(-3).join(" → ") + " (" + sn.path.length + " nodes)" : sn.path.join(" → ")) + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots") +
       (row.dataset.fold ? " · as after the last of its ×" + row.dataset.fold + " repeats" : "");
   }
   else $("snapinfo").textContent = "";
@@ -726,7 +780,8 @@ $("last").onclick = function () { show(N - 1); };
 slider.oninput = function () { show(+slider.value); };
 $("steps").onclick = function (e) { var li = e.target.closest("li"); if (li) show(+li.dataset.i); };
 $("fit").onchange = placeTree;
-window.addEventListener("resize", placeTree);
+window.addEventListener("resize", function () { measure(); placeTree(); });
+measure();
 $("tree-box").onclick = function (e) {
   var g = e.target.closest('[id^="node-"]'); if (!g) return;
   var id = +g.id.slice(5); sel = sel === id ? null : id; show(cur);
