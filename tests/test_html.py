@@ -401,12 +401,14 @@ def chromium_dom(path: Path, fragment: str = "") -> str:
 
 
 # steps through the whole trace with ▶ and checks that the tree shown (patched in place where only
-# some node or edge groups changed) has the same groups as the stored SVG of that step
+# some node or edge groups changed) has the same groups as the stored SVG of that step, and that
+# the pool shown (updated in place) is the stored one
 STEP_CHECK = r"""<script>
 window.addEventListener("load", function () {
   var D = JSON.parse(document.getElementById("cgviz-data").textContent), box = document.getElementById("tree-box");
-  var ref = document.createElement("div"), bad = [], seen = [];
-  function svgOf(t) { var r = D.trees[t], o = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(D.lines[j]); return o.join("\n"); }
+  var ref = document.createElement("div"), bad = [], badPools = [], seen = [];
+  function svgOf(t, kind) { var r = D[kind || "trees"][t], o = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(D.lines[j]); return o.join("\n"); }
+  function poolOf(t) { return svgOf(t, "pools"); }
   function groups(root) { var m = {}; root.querySelectorAll('[id^="node-"],[id^="edge-"]').forEach(function (g) { var c = g.cloneNode(true); c.classList.remove("cg-sel"); if (!c.getAttribute("class")) c.removeAttribute("class"); m[g.id] = c.outerHTML; }); return m; }
   document.getElementById("first").click();
   for (var k = 0; k < D.steps.length; k++) {
@@ -415,8 +417,13 @@ window.addEventListener("load", function () {
     ref.innerHTML = svgOf(D.steps[i][0]);
     var a = groups(box), b = groups(ref);
     if (JSON.stringify(Object.keys(a).sort()) !== JSON.stringify(Object.keys(b).sort()) || Object.keys(b).some(function (x) { return a[x] !== b[x]; })) bad.push(i);
+    // the pool shown (updated in place) is the stored one, but for the highlight of the node shown
+    var shown = document.getElementById("pool-box").firstElementChild.cloneNode(true);
+    shown.querySelectorAll(".on").forEach(function (g) { g.classList.remove("on"); if (!g.getAttribute("class")) g.removeAttribute("class"); });
+    ref.innerHTML = poolOf(D.steps[i][1]);
+    if (!shown.isEqualNode(ref.firstElementChild)) badPools.push(i);
   }
-  document.body.setAttribute("data-check", JSON.stringify({seen: seen, bad: bad, headline: document.getElementById("headline").textContent}));
+  document.body.setAttribute("data-check", JSON.stringify({seen: seen, bad: bad, badPools: badPools, headline: document.getElementById("headline").textContent}));
 });
 </script>
 </body>"""
@@ -444,7 +451,7 @@ def test_stepping_shows_each_steps_tree(scenario_traces, tmp_path, name):
     dom = chromium_dom(path)
     check = json.loads(html.unescape(re.search(r'data-check="([^"]*)"', dom).group(1)))
     assert check["seen"] == list(range(len(trace.steps)))
-    assert check["bad"] == []
+    assert check["bad"] == [] and check["badPools"] == []
     assert check["headline"].startswith(f"step {len(trace.steps)}/{len(trace.steps)} · ")
 
 

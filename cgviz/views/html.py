@@ -646,18 +646,28 @@ function setTree(t) {
       var g = tmp.firstElementChild, old = document.getElementById(g.id);
       if (old) old.parentNode.replaceChild(g, old); else tmp.removeChild(g);
     }
+  } else if (svg) {
+    var fresh = document.createElement("div");
+    fresh.innerHTML = next.map(function (j) { return D.lines[j]; }).join("\n");
+    morph(svg, fresh.firstElementChild);
   } else box.innerHTML = next.map(function (j) { return D.lines[j]; }).join("\n");
   shownLines = next;
 }
-var pools = new Map();  // the last pools shown, parsed: stepping back and forth does not parse them again
+function morph(a, b) {
+  // make the shown element a look like b, replacing only the subtrees that differ
+  if (a.isEqualNode(b)) return;
+  var ka = a.childNodes, kb = b.childNodes, same = a.nodeName === b.nodeName && ka.length === kb.length &&
+    a.attributes && b.attributes && a.attributes.length === b.attributes.length;
+  for (var i = 0; same && i < a.attributes.length; i++) same = a.attributes[i].value === b.getAttribute(a.attributes[i].name);
+  if (!same || !ka.length) { a.parentNode.replaceChild(b, a); return; }
+  var xs = Array.prototype.slice.call(ka), ys = Array.prototype.slice.call(kb);
+  for (i = 0; i < xs.length; i++) morph(xs[i], ys[i]);
+}
 function setPool(t) {
-  var box = $("pool-box"), svg = pools.get(t);
-  if (!svg) {
-    var tmp = document.createElement("div"); tmp.innerHTML = unrun(D.pools[t]); svg = tmp.firstElementChild;
-    if (pools.size >= 24) pools.delete(pools.keys().next().value);
-  } else pools.delete(t);
-  pools.set(t, svg);
-  box.textContent = ""; box.appendChild(svg);
+  var box = $("pool-box"), tmp = document.createElement("div"), old = box.firstElementChild;
+  tmp.innerHTML = unrun(D.pools[t]);
+  if (old && old.tagName.toLowerCase() === "svg") morph(old, tmp.firstElementChild);
+  else { box.textContent = ""; box.appendChild(tmp.firstElementChild); }
 }
 function unrun(r) { var out = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) out.push(D.lines[j]); return out.join("\n"); }
 function el(tag, cls, text) { var e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
