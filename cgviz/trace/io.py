@@ -16,7 +16,7 @@ import secrets
 import types
 import typing
 from functools import lru_cache
-from typing import Any, Literal, Union
+from typing import Any, Callable, Literal, TextIO, Union
 
 from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Step, Trace
 
@@ -71,18 +71,23 @@ def dumps(trace: Trace) -> str:
 
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> None:
-    """Write atomically: a temp file beside `path`, fsynced, then renamed over it, so a
-    crash or error mid-write leaves any previous file intact."""
+    """Save as JSON, atomically (see write_atomic)."""
+    data = to_dict(trace)
+    write_atomic(path, lambda fh: json.dump(data, fh, ensure_ascii=False, allow_nan=False, separators=(",", ":")), "trace")
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[TextIO], None], what: str = "file") -> None:
+    """Write through `write(fh)` to a temp file beside `path`, fsync it, then rename it over
+    `path`, so a crash or error mid-write leaves any previous file intact."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise FileNotFoundError(f"cannot save trace to {path}: directory {directory} does not exist")
-    data = to_dict(trace)
+        raise FileNotFoundError(f"cannot save {what} to {path}: directory {directory} does not exist")
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode as for open(): umask applies
     try:
-        with open(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        with open(fd, "w", encoding="utf-8", newline="\n") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

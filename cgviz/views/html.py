@@ -21,15 +21,13 @@ along it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import html
 import json
-import os
 import re
-import secrets
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.trace.diff import format_bytes
+from cgviz.trace.io import write_atomic
 from cgviz.views.colors import STEP_COLORS
 
 if TYPE_CHECKING:
@@ -64,26 +62,8 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
         raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
     page = _Page(trace, title, renderer).build()
     if path is not None:
-        _write_atomic(os.fspath(path), page)
+        write_atomic(path, lambda fh: fh.write(page), "HTML")
     return page
-
-
-def _write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(errno.ENOENT, f"directory {directory} does not exist", path)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with open(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 # -- storing SVGs once ---------------------------------------------------------------------------
