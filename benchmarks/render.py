@@ -15,10 +15,11 @@ run only the replay counts would differ), so memory stays sane.
 
 Measured (medians over a sample of step changes to distinct steps, cold caches):
 
-- load: `Trace.load` of the trace saved as JSON. On disk every step carries its whole
-  snapshot, so the file grows as steps × nodes; when it would exceed --max-json-mb the load
-  is measured on a random sample of steps and projected to the whole trace (marked so).
-  The same trace at the "events" level (no snapshots) is loaded in full.
+- load: the whole trace saved (`Trace.save`) and loaded (`Trace.load`): file size, save and
+  load times. On disk each distinct snapshot, node, output, segment and block is stored once
+  and a snapshot as a delta against the previous one (docs/trace-format.md), so the file grows
+  with what changes, not as steps × nodes. The same trace at the "events" level (no
+  snapshots) beside it. A file over --max-json-mb is not loaded (marked so); none should be.
 - to_html: the whole trace as one page (trees by the built-in layout), its time and size,
   how many trees and pools were drawn and stored, and the time spent drawing them.
   When Chromium is installed, the page is opened headless and timed: opening it, ▶ (the next
@@ -31,7 +32,8 @@ Goals stated by the project: one step change ≤ 100 ms, load ≤ 2 s. Every fig
 its ratio to the goal (≤ 1 meets it).
 
 usage: python benchmarks/render.py [--quick] [--nodes N] [--steps S] [--samples K]
-                                   [--graphviz-samples G] [--max-json-mb M] [--no-browser] [--out PATH]
+                                   [--graphviz-samples G] [--max-json-mb M] [--no-browser] [--only load]
+                                   [--out PATH]
 """
 
 from __future__ import annotations
@@ -232,46 +234,25 @@ def _ratio(value: float, goal: float) -> float:
     return round(value / goal, 3)
 
 
-def measure_load(trace: Trace, samples: int, max_json_mb: float, rng: random.Random) -> dict:
-    out: dict[str, Any] = {}
+def measure_load(trace: Trace, max_json_mb: float) -> dict:
+    """The trace saved and loaded whole, at the "events" level (steps only) and in full."""
+    events = Trace(steps=[replace(s, snapshot=None) for s in trace.steps], meta=dict(trace.meta, trace_level="events"))
     with tempfile.TemporaryDirectory() as tmp:
-        events = Trace(steps=[replace(s, snapshot=None) for s in trace.steps], meta=dict(trace.meta, trace_level="events"))
-        path = os.path.join(tmp, "events.cgtrace.json")
-        events.save(path)
-        load_s, _ = _timed(lambda: Trace.load(path))
-        out["events_level"] = {"steps": len(events.steps), "json_bytes": os.path.getsize(path),
-                               "load_s": round(load_s, 4), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
-        os.unlink(path)
+        return {"events_level": _save_and_load(events, os.path.join(tmp, "events.cgtrace.json"), max_json_mb),
+                "full": _save_and_load(trace, os.path.join(tmp, "full.cgtrace.json"), max_json_mb)}
 
-        picked = sorted(rng.sample(range(len(trace.steps)), min(samples, len(trace.steps))))
-        sample = Trace(steps=[replace(trace.steps[i], index=k) for k, i in enumerate(picked)], meta=trace.meta)
-        path = os.path.join(tmp, "sample.cgtrace.json")
-        sample.save(path)
-        load_s, _ = _timed(lambda: Trace.load(path))
-        size = os.path.getsize(path)
-        per_step_bytes = size / len(picked)
-        per_step_s = load_s / len(picked)
-        os.unlink(path)
-        out["full_sample"] = {"steps": len(picked), "json_bytes": size, "load_s": round(load_s, 4),
-                              "per_step_load_ms": round(per_step_s * 1000, 3)}
-        projected_bytes = per_step_bytes * len(trace.steps)
-        projected_s = per_step_s * len(trace.steps)
-        if projected_bytes <= max_json_mb * 2**20:
-            path = os.path.join(tmp, "full.cgtrace.json")
-            save_s, _ = _timed(lambda: trace.save(path))
-            load_s, _ = _timed(lambda: Trace.load(path))
-            out["full"] = {"measured": True, "json_bytes": os.path.getsize(path), "save_s": round(save_s, 3),
-                           "load_s": round(load_s, 3), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
-        else:
-            out["full"] = {
-                "measured": False,
-                "projected_json_bytes": int(projected_bytes),
-                "projected_load_s": round(projected_s, 1),
-                "vs_goal": _ratio(projected_s, GOAL_LOAD_S),
-                "why": f"the file would be about {projected_bytes / 2**30:.1f} GiB (> --max-json-mb {max_json_mb:g}): "
-                       "every step stores its whole snapshot on disk, so it grows as steps × nodes",
-            }
-    return out
+
+def _save_and_load(trace: Trace, path: str, max_json_mb: float) -> dict:
+    """Save `trace` to `path` and load it back, each timed; a file over the limit is not loaded."""
+    save_s, _ = _timed(lambda: trace.save(path))
+    size = os.path.getsize(path)
+    out: dict[str, Any] = {"steps": len(trace.steps), "json_bytes": size, "json_mib": round(size / 2**20, 2),
+                           "save_s": round(save_s, 3)}
+    if size > max_json_mb * 2**20:
+        return {**out, "measured": False, "vs_goal": None,
+                "why": f"the file is {size / 2**20:.0f} MiB (> --max-json-mb {max_json_mb:g}): not loaded"}
+    load_s, _ = _timed(lambda: Trace.load(path))
+    return {**out, "measured": True, "load_s": round(load_s, 3), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
 
 
 # Runs in the exported page: ▶ 30 times from a step three quarters in, then 30 jumps with the
@@ -447,8 +428,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="stored steps (default 10000)")
     ap.add_argument("--samples", type=int, default=None, help="step changes to time (default 40)")
     ap.add_argument("--graphviz-samples", type=int, default=3, help="step changes timed with Graphviz (slow)")
-    ap.add_argument("--max-json-mb", type=float, default=256.0, help="save and load the whole trace up to this size")
+    ap.add_argument("--max-json-mb", type=float, default=256.0, help="load a saved trace only up to this size")
     ap.add_argument("--no-browser", action="store_true", help="skip timing the page in headless Chromium")
+    ap.add_argument("--only", choices=("load",), help="measure only this part")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)
     nodes = args.nodes or (100 if args.quick else 1000)
@@ -460,15 +442,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     info["build_s"] = round(build_s, 2)
     result: dict[str, Any] = {"benchmark": "render", "quick": args.quick, "trace": info,
                               "goals": {"step_change_ms": GOAL_STEP_MS, "load_s": GOAL_LOAD_S}}
-    result["load"] = measure_load(trace, samples, args.max_json_mb, rng)
+    result["load"] = measure_load(trace, args.max_json_mb)
+    load_vs = {"load_events_level": result["load"]["events_level"]["vs_goal"],
+               "load_full": result["load"]["full"]["vs_goal"]}
+    if args.only == "load":
+        result["vs_goal"] = load_vs
+        return _finish(result, args.out)
     result["step_change"] = measure_step_changes(trace, samples, args.graphviz_samples, rng)
     result["explorer"] = measure_explorer(trace, samples, rng)
     result["to_html"] = measure_html(trace, browser=not args.no_browser)
 
     sc, ex = result["step_change"], result["explorer"]
     vs: dict[str, Any] = {
-        "load_events_level": result["load"]["events_level"]["vs_goal"],
-        "load_full": result["load"]["full"]["vs_goal"],
+        **load_vs,
         "tree_builtin": _ratio(sc["tree_builtin_ms"], GOAL_STEP_MS),
         "pool": _ratio(sc["pool_ms"], GOAL_STEP_MS),
     }
@@ -482,12 +468,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         vs["html_step_change_jump"] = _ratio(web["jump_median_ms"], GOAL_STEP_MS)
         vs["html_open"] = _ratio(web["open_ms"] / 1000, GOAL_LOAD_S)
     result["vs_goal"] = vs
+    return _finish(result, args.out)
+
+
+def _finish(result: dict, out: Optional[str]) -> int:
+    """Add peak memory and the environment, print the JSON, and write it to `out` if given."""
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     result["environment"] = environment()
     text = json.dumps(result, indent=2)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
     return 0
 
 

@@ -1,8 +1,17 @@
 """The Trace on disk: compact JSON with a format marker and a schema version.
 
+Layout 2 (written now) stores snapshot content once. Every distinct snapshot, node, output,
+segment and block (distinct by value) is one entry of its table, and whatever holds one names
+it by its index there: a step its snapshot, a node its outputs, a segment its blocks. A
+snapshot lists its nodes and segments as a delta against the previous snapshot entry, so a
+step that changed one node of a thousand costs a few numbers, not a thousand nodes.
+Layout 1 (every step's snapshot written out in full) still loads. docs/trace-format.md
+describes both.
+
 Loading checks every field against the dataclass annotations of `cgviz.trace.model`
 (one generic validator, so a new field is checked without new code) and reports what
-is wrong, and where, in a `TraceFormatError` naming the file.
+is wrong, and where, in a `TraceFormatError` naming the file. A table entry is checked
+where it is first used, so messages name the step ("step 4 snapshot node 2 output 0").
 """
 
 from __future__ import annotations
@@ -16,64 +25,226 @@ import secrets
 import types
 import typing
 from functools import lru_cache
-from typing import Any, Callable, Literal, TextIO, Union
+from typing import Any, Callable, Literal, Optional, TextIO, Union
 
-from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Step, Trace
+from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
 
 FORMAT = "cgviz-trace"
-_TOP_KEYS = ("format", "schema_version", "meta", "steps")
+_TOP_KEYS = {
+    1: ("format", "schema_version", "meta", "steps"),
+    2: ("format", "schema_version", "meta", "tables", "steps"),
+}
+# Layout 2: the classes stored once per distinct value, each in its table (holders before parts).
+_TABLES: dict[type, str] = {
+    Snapshot: "snapshots", NodeView: "nodes", OutputView: "outputs", Segment: "segments", Block: "blocks"
+}
 # How an element of a list of these dataclasses is named in messages ("step 3", "node 2").
 _LABELS: dict[type, str] = {Step: "step", NodeView: "node", OutputView: "output", Segment: "segment", Block: "block"}
+_PLAIN = (str, int, float, bool, type(None))
+_COMPACT: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False, "separators": (",", ":")}
+# An entry's canonical form, by which equal objects find one entry: its JSON text. One encoder
+# made once, since json.dumps() with options makes a new one on every call.
+_canonical = json.JSONEncoder(check_circular=False, **_COMPACT).encode
 
 
 class TraceFormatError(ValueError):
     """A trace file (or string) that is not a readable cgviz trace; the message says why."""
 
 
+# -- the model's fields, as the encoder and the validator see them -------------------------------
+@lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+class _Field(typing.NamedTuple):
+    type: Any
+    required: bool
+    default: Any
+    table_item: Optional[type]  # X when the type is list[X] of a table class: a list of references
+
+
+@lru_cache(maxsize=None)
+def _fields(cls: type) -> dict[str, _Field]:
+    """The init fields of a model dataclass by name, worked out once per class: loading and
+    saving visit them for every object of a large trace."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        tp = _hints(cls)[f.name]
+        args = typing.get_args(tp)
+        item = args[0] if typing.get_origin(tp) is list and args and args[0] in _TABLES else None
+        if f.default is not dataclasses.MISSING:
+            required, default = False, f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            required, default = False, f.default_factory()
+        else:
+            required, default = True, None
+        out[f.name] = _Field(tp, required, default, item)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _shape(tp: Any) -> tuple[str, Any]:
+    """How the validator treats a model type: a kind and what that kind needs, worked out once
+    per type, since typing's introspection is slow and a large trace holds millions of values."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in (int, str, bool):
+        return "scalar", tp
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1 or len(args) != 2:
+            raise TypeError(f"unsupported union in the trace model: {tp}")
+        return "optional", rest[0]
+    if origin is list or tp is list:
+        return "list", args[0] if args else Any
+    if origin is Literal:
+        return "literal", args
+    if dataclasses.is_dataclass(tp):
+        return "dataclass", tp
+    if tp is float:
+        return "float", None
+    if origin is dict or tp is dict:
+        return "dict", None
+    if tp is Any:
+        return "any", None
+    raise TypeError(f"unsupported type in the trace model: {tp}")
+
+
+# Snapshot fields written as deltas against the previous snapshot entry: its reference lists.
+_DELTA_FIELDS: tuple[str, ...] = tuple(name for name, f in _fields(Snapshot).items() if f.table_item)
+
+
 # -- encoding -----------------------------------------------------------------------------------
 def to_dict(trace: Trace) -> dict:
-    """The trace as plain JSON types; fields equal to their defaults are left out."""
+    """The trace as plain JSON types in the current layout; fields equal to their defaults are left out."""
+    writer = _Writer()
+    steps = [writer.encode(s) for s in trace.steps]
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,  # the layout written is always the current one
-        "meta": _encode(trace.meta),
-        "steps": [_encode(s) for s in trace.steps],
+        "meta": writer.encode(trace.meta),
+        "tables": writer.tables,
+        "steps": steps,
     }
 
 
-def _encode(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+class _Writer:
+    """Encodes a trace's objects; each table object becomes the index of its table entry.
+
+    Objects are memoised by identity during one save, so an object shared by many snapshots
+    is encoded once; equal objects that are not the same one meet by their canonical form
+    (the JSON text of their entry) and share one entry.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list] = {name: [] for name in _TABLES.values()}
+        self._entries: dict[str, dict[str, int]] = {name: {} for name in _TABLES.values()}
+        self._memo: dict[int, int] = {}  # id(object) -> its entry; the trace keeps the objects alive
+        self._base: dict[str, list[int]] = {name: [] for name in _DELTA_FIELDS}  # previous snapshot entry's
+        self._last: dict[tuple[type, str], tuple[list, list[int]]] = {}  # (class, field) -> items, references
+
+    def encode(self, value: Any) -> Any:
+        if type(value) in _PLAIN:
+            return value
+        table = _TABLES.get(type(value))
+        if table is not None:
+            return self._ref(value, table)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return self._object(value)
+        if isinstance(value, (list, tuple)):
+            return [self.encode(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.encode(v) for k, v in value.items()}
+        return value
+
+    def _object(self, obj: Any) -> dict:
+        """The fields that differ from their defaults, encoded."""
         out = {}
-        for f in dataclasses.fields(value):
-            v = getattr(value, f.name)
-            if not _is_default(f, v):
-                out[f.name] = _encode(v)
+        for name, f in _fields(type(obj)).items():
+            value = getattr(obj, name)
+            if f.required or type(value) is not type(f.default) or value != f.default:
+                out[name] = self._refs(value, (type(obj), name)) if f.table_item else self.encode(value)
         return out
-    if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    return value
+
+    def _refs(self, items: list, field: tuple[type, str]) -> list[int]:
+        """encode() of `field`, a list of table objects, quickly for the usual cases: objects
+        seen before (looked up at C speed), and fresh objects equal to the one at the same place
+        of this field last time (an engine builds new node views for each snapshot)."""
+        refs = list(map(self._memo.get, map(id, items)))
+        before, before_refs = self._last.get(field, ((), ()))
+        i = 0
+        for _ in range(refs.count(None)):
+            i = refs.index(None, i)
+            if i < len(before) and items[i] == before[i]:
+                refs[i] = self._memo[id(items[i])] = before_refs[i]
+            else:
+                refs[i] = self.encode(items[i])
+        self._last[field] = (items, refs)
+        return refs
+
+    def _ref(self, obj: Any, table: str) -> int:
+        ref = self._memo.get(id(obj))
+        if ref is None:
+            entry = self._object(obj)
+            key = _canonical(entry)
+            known = self._entries[table]
+            ref = known.get(key)
+            if ref is None:
+                ref = known[key] = len(self.tables[table])
+                self.tables[table].append(self._as_delta(entry) if table == "snapshots" else entry)
+            self._memo[id(obj)] = ref
+        return ref
+
+    def _as_delta(self, entry: dict) -> dict:
+        """A new snapshot entry with its reference lists as deltas against the previous entry's."""
+        out = dict(entry)
+        for name in _DELTA_FIELDS:
+            refs = entry.get(name, [])
+            if name in entry:
+                out[name] = _delta(self._base[name], refs)
+            self._base[name] = refs
+        return out
 
 
-def _is_default(f: dataclasses.Field, value: Any) -> bool:
-    if f.default is not dataclasses.MISSING:
-        default = f.default
-    elif f.default_factory is not dataclasses.MISSING:
-        default = f.default_factory()
-    else:
-        return False
-    return type(value) is type(default) and value == default
+def _delta(base: list[int], refs: list[int]) -> list:
+    """`refs` as runs copied from `base` ([start, count]: `base[start:start + count]`) and new
+    references (integers). Runs are found at equal positions, which is how snapshots change:
+    a node's view replaced in place, new nodes appended."""
+    ops: list = []
+    same = min(len(base), len(refs))
+    i = 0
+    while i < len(refs):
+        j = _equal_until(base, refs, i, same)
+        if j > i:
+            ops.append([i, j - i])
+            i = j
+        else:
+            ops.append(refs[i])
+            i += 1
+    return ops
+
+
+def _equal_until(a: list, b: list, start: int, stop: int, chunk: int = 64) -> int:
+    """The first index from `start` (at most `stop`) where `a` and `b` differ; whole chunks
+    are compared as slices, at C speed, since most of two successive snapshots is equal."""
+    i = start
+    while i + chunk <= stop and a[i : i + chunk] == b[i : i + chunk]:
+        i += chunk
+    while i < stop and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def dumps(trace: Trace) -> str:
-    return json.dumps(to_dict(trace), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return json.dumps(to_dict(trace), **_COMPACT)
 
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     """Save as JSON, atomically (see write_atomic)."""
-    data = to_dict(trace)
-    write_atomic(path, lambda fh: json.dump(data, fh, ensure_ascii=False, allow_nan=False, separators=(",", ":")), "trace")
+    text = dumps(trace)  # one string: json.dump() to a file encodes in pure Python, several times slower
+    write_atomic(path, lambda fh: fh.write(text), "trace")
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[TextIO], None], what: str = "file") -> None:
@@ -134,7 +305,17 @@ def loads(text: str, source: str = "<string>") -> Trace:
 
 
 def from_dict(data: Any) -> Trace:
-    """Build a Trace from its JSON form, checking every field; raises TraceFormatError."""
+    """Build a Trace from its JSON form (any layout up to the current one), checking every field;
+    raises TraceFormatError."""
+    version = _check_top_level(data)
+    reader = _Reader(_tables(data["tables"]) if "tables" in _TOP_KEYS[version] else None)
+    steps = reader.build(list[Step], data["steps"], "", "steps")
+    reader.check_unused_entries()
+    return Trace(steps=steps, meta=reader.build(dict, data["meta"], "", "meta"), schema_version=version)
+
+
+def _check_top_level(data: Any) -> int:
+    """The schema version, once the top level is an object with the fields that version has."""
     if not isinstance(data, dict):
         raise TraceFormatError(f"not a cgviz trace: the top level is {_kind(data)}, expected an object")
     if data.get("format") != FORMAT:
@@ -145,89 +326,166 @@ def from_dict(data: Any) -> Trace:
         raise TraceFormatError(f"'schema_version' must be a positive integer, not {version!r}")
     if version > SCHEMA_VERSION:
         raise TraceFormatError(f"written by a newer cgviz (schema {version} > {SCHEMA_VERSION}); upgrade cgviz")
+    keys = _TOP_KEYS[version]
     for key in data:
-        if key not in _TOP_KEYS:
+        if key not in keys:
             raise TraceFormatError(f"unknown top-level field {key!r}")
-    for key in ("meta", "steps"):
+    for key in keys:
         if key not in data:
             raise TraceFormatError(f"missing top-level field {key!r}")
-    return Trace(
-        steps=_build(list[Step], data["steps"], "", "steps"),
-        meta=_build(dict, data["meta"], "", "meta"),
-        schema_version=version,
-    )
+    return version
 
 
-@lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _tables(value: Any) -> dict[str, list]:
+    """The 'tables' object of layout 2: exactly one array per table."""
+    if type(value) is not dict:
+        _fail("", "tables", f"must be an object, not {_kind(value)}")
+    for name in value:
+        if name not in _TABLES.values():
+            raise TraceFormatError(f"tables: unknown table {name!r}")
+    for name in _TABLES.values():
+        if name not in value:
+            raise TraceFormatError(f"tables: missing table {name!r}")
+        if type(value[name]) is not list:
+            _fail("tables", name, f"must be an array, not {_kind(value[name])}")
+    return value
 
 
-def _build(tp: Any, value: Any, ctx: str, name: str) -> Any:
-    """Check `value` against type `tp` and build it. `ctx` locates the enclosing object
-    ("step 5 snapshot node 2"), `name` the field within it ("path[3]")."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
-        return _build_dataclass(tp, value, f"{ctx} {name}".strip())
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return _build(rest[0], value, ctx, name)
-        raise TypeError(f"unsupported union in the trace model: {tp}")
-    if origin is Literal:
-        if not any(type(value) is type(a) and value == a for a in args):
-            choices = ", ".join(repr(a) for a in args)
-            _fail(ctx, name, f"must be one of {choices} (got {value!r})")
-        return value
-    if origin is list or tp is list:
+class _Reader:
+    """Checks JSON values against the model's annotations and builds them.
+
+    With `tables` (layout 2) a table object is given by the index of its entry. Each entry is
+    built once, when first used, so messages name the step that uses it, and every use shares
+    the object: a loaded trace keeps one NodeView per distinct node view, however many
+    snapshots hold it.
+    """
+
+    def __init__(self, tables: Optional[dict[str, list]] = None) -> None:
+        self.tables = tables
+        self.built: dict[str, list] = {name: [None] * len(entries) for name, entries in (tables or {}).items()}
+        self._snapshots = 0  # snapshot entries built so far, in order: each is a delta against the one before
+
+    def build(self, tp: Any, value: Any, ctx: str, name: str) -> Any:
+        """Check `value` against type `tp` and build it. `ctx` locates the enclosing object
+        ("step 5 snapshot node 2"), `name` the field within it ("path[3]")."""
+        kind, arg = _shape(tp)
+        if kind == "scalar":
+            if type(value) is not arg:
+                _fail(ctx, name, f"must be {_EXPECTED[arg]}, not {_kind(value)}")
+            return value
+        if kind == "optional":
+            return None if value is None else self.build(arg, value, ctx, name)
+        if kind == "list":
+            return self._build_list(arg, value, ctx, name)
+        if kind == "literal":
+            if not any(type(value) is type(a) and value == a for a in arg):
+                choices = ", ".join(repr(a) for a in arg)
+                _fail(ctx, name, f"must be one of {choices} (got {value!r})")
+            return value
+        if kind == "dataclass":
+            where = f"{ctx} {name}".strip()
+            if self.tables is not None and arg in _TABLES:
+                return self._resolve(arg, value, ctx, name, where)
+            return self._build_dataclass(arg, value, where)
+        if kind == "float":
+            if type(value) not in (int, float):
+                _fail(ctx, name, f"must be a number, not {_kind(value)}")
+            return float(value)
+        if kind == "dict" and type(value) is not dict:
+            _fail(ctx, name, f"must be an object, not {_kind(value)}")
+        return value  # a dict, or Any
+
+    def _build_list(self, item: Any, value: Any, ctx: str, name: str) -> list:
         if type(value) is not list:
             _fail(ctx, name, f"must be an array, not {_kind(value)}")
-        item = args[0] if args else Any
         label = _LABELS.get(item)
-        if label is not None:  # "step 3", "node 2": the element names itself
-            return [_build_dataclass(item, v, f"{ctx} {label} {i}".strip()) for i, v in enumerate(value)]
-        return [_build(item, v, ctx, f"{name}[{i}]") for i, v in enumerate(value)]
-    if origin is dict or tp is dict:
+        if label is None:
+            return [self.build(item, v, ctx, f"{name}[{i}]") for i, v in enumerate(value)]
+        if self.tables is not None and item in _TABLES:  # references: "node 2" is built where first used
+            return [self._resolve(item, v, ctx, f"{name}[{i}]", f"{ctx} {label} {i}") for i, v in enumerate(value)]
+        return [self._build_dataclass(item, v, f"{ctx} {label} {i}".strip()) for i, v in enumerate(value)]
+
+    def _build_dataclass(self, cls: type, value: Any, ctx: str) -> Any:
         if type(value) is not dict:
-            _fail(ctx, name, f"must be an object, not {_kind(value)}")
-        return value
-    if tp is Any:
-        return value
-    if tp is float:
-        if type(value) not in (int, float):
-            _fail(ctx, name, f"must be a number, not {_kind(value)}")
-        return float(value)
-    if tp in (int, str, bool):
-        if type(value) is not tp:
-            _fail(ctx, name, f"must be {_EXPECTED[tp]}, not {_kind(value)}")
-        return value
-    raise TypeError(f"unsupported type in the trace model: {tp}")
+            raise TraceFormatError(f"{ctx}: must be an object, not {_kind(value)}")
+        spec = _fields(cls)
+        for key in value:
+            if key not in spec:
+                raise TraceFormatError(f"{ctx}: unknown field {key!r}")
+        kwargs = {}
+        for name, f in spec.items():
+            if name in value:
+                if cls is Snapshot and self.tables is not None and name in _DELTA_FIELDS:
+                    kwargs[name] = self._apply_delta(f.table_item, value[name], ctx, name)
+                else:
+                    kwargs[name] = self.build(f.type, value[name], ctx, name)
+            elif f.required:
+                raise TraceFormatError(f"{ctx}: missing field {name!r}")
+        obj = cls(**kwargs)
+        if cls is Step:
+            _check_step(obj, ctx)
+        return obj
+
+    def _resolve(self, cls: type, ref: Any, ctx: str, name: str, where: str) -> Any:
+        """The object of entry `ref` of `cls`'s table, built (as `where`) when first used;
+        `ctx` and `name` locate the reference itself."""
+        table = _TABLES[cls]
+        built = self.built[table]
+        if type(ref) is not int:
+            _fail(ctx, name, f"must be a reference to an entry of the {table} table (an integer), not {_kind(ref)}")
+        if not 0 <= ref < len(built):
+            _fail(ctx, name, f"refers to entry {ref} of the {table} table, which has {len(built)} entries")
+        if built[ref] is None:
+            if cls is Snapshot:
+                self._build_snapshots(ref, where)
+            else:
+                built[ref] = self._build_dataclass(cls, self.tables[table][ref], where)  # type: ignore[index]
+        return built[ref]
+
+    def _build_snapshots(self, upto: int, where: str) -> None:
+        """Build snapshot entries in order up to `upto` (named `where`), since each is a delta
+        against the one before; earlier entries no step used yet are named by their index."""
+        entries, built = self.tables["snapshots"], self.built["snapshots"]  # type: ignore[index]
+        while self._snapshots <= upto:
+            k = self._snapshots
+            built[k] = self._build_dataclass(Snapshot, entries[k], where if k == upto else f"snapshots table entry {k}")
+            self._snapshots += 1
+
+    def _apply_delta(self, cls: type, ops: Any, ctx: str, name: str) -> list:
+        """A snapshot's list `name` from its delta: [start, count] copies that run of the previous
+        snapshot entry's list (sharing its objects), an integer is a reference to a new item."""
+        if type(ops) is not list:
+            _fail(ctx, name, f"must be an array, not {_kind(ops)}")
+        previous = self.built["snapshots"][self._snapshots - 1] if self._snapshots else None
+        base = getattr(previous, name) if previous is not None else []
+        label, out = _LABELS[cls], []
+        for i, op in enumerate(ops):
+            if type(op) is list:
+                if not (len(op) == 2 and type(op[0]) is int and type(op[1]) is int
+                        and op[0] >= 0 and op[1] >= 1 and op[0] + op[1] <= len(base)):
+                    _fail(ctx, f"{name}[{i}]", f"must be a reference or a run [start, count] within the previous "
+                          f"snapshot's {len(base)} {name} (got {op!r})")
+                out += base[op[0] : op[0] + op[1]]
+            else:
+                out.append(self._resolve(cls, op, ctx, f"{name}[{i}]", f"{ctx} {label} {len(out)}"))
+        return out
+
+    def check_unused_entries(self) -> None:
+        """Check the entries no step used as well: the file is valid as a whole or not at all."""
+        if self.tables is None:
+            return
+        for cls, table in _TABLES.items():  # holders first, so a part is named by its holder
+            for ref, obj in enumerate(self.built[table]):
+                if obj is None:
+                    self._resolve(cls, ref, "", "", f"{table} table entry {ref}")
 
 
-def _build_dataclass(cls: type, value: Any, ctx: str) -> Any:
-    if type(value) is not dict:
-        raise TraceFormatError(f"{ctx}: must be an object, not {_kind(value)}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    for key in value:
-        if key not in fields:
-            raise TraceFormatError(f"{ctx}: unknown field {key!r}")
-    kwargs = {}
-    hints = _hints(cls)
-    for fname, f in fields.items():
-        if fname in value:
-            kwargs[fname] = _build(hints[fname], value[fname], ctx, fname)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise TraceFormatError(f"{ctx}: missing field {fname!r}")
-    obj = cls(**kwargs)
-    if isinstance(obj, Step):
-        if obj.repeat < 1:
-            _fail(ctx, "repeat", f"must be at least 1 (got {obj.repeat})")
-        for i, pair in enumerate(obj.invalidated):
-            if len(pair) != 2:
-                _fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
-    return obj
+def _check_step(step: Step, ctx: str) -> None:
+    if step.repeat < 1:
+        _fail(ctx, "repeat", f"must be at least 1 (got {step.repeat})")
+    for i, pair in enumerate(step.invalidated):
+        if len(pair) != 2:
+            _fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
 
 
 _EXPECTED = {int: "an integer", str: "a string", bool: "true or false"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 StepKind = Literal[
     "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error"
