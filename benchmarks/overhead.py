@@ -94,8 +94,10 @@ def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:
     for level in (None, "events", "full"):
         tree = cgviz.Tree("cuda", trace=level)
         wrapped = tree.wrap(fn, name="f")
-        for _ in range(3):
-            wrapped(x)  # warmup, record, first replay
+        for _ in range(5):
+            wrapped(x)  # warmup, record, then replays
+        if len(tree.nodes) != 2 or tree.nodes[1].replays != 3:
+            raise RuntimeError(f"cgviz trace={level}: the loop does not replay one graph ({tree.nodes})")
         out[f"cgviz_trace_{level}"] = lambda wrapped=wrapped: wrapped(x)
         out[f"_tree_{level}"] = tree
     return out

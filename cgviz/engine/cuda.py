@@ -11,8 +11,10 @@ Private torch functions come from _torch_compat.
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -37,18 +39,29 @@ _REQUIRED = (
 )
 
 
-class CudaRef:
-    """Liveness of one output storage; invalidation frees it and makes access raise.
+def _invalidate(cdata: int, tensors: Sequence[Any], message: str) -> None:
+    """Make a storage's memory raise on access (and free it if the allocator owns it)."""
+    # memory the allocator handed out (not a replay's view of graph memory) goes back now
+    if compat.cuda_function("has_standard_deleter")(cdata):
+        compat.cuda_function("free_and_remove_deleter")(cdata)
+    mark = compat.cuda_function("set_storage_access_error_msg")
+    if compat.STORAGE_ERROR_TAKES_STORAGE:
+        mark(cdata, message)
+        return
+    for t in tensors:  # older torch marks a storage through one of its tensors
+        mark(t, message)
 
-    Holds a weak reference to the storage (as StorageWeakRef does, without its wrapper:
-    this object is made for every output of every replay).
+
+class CudaRef:
+    """Liveness of one output storage of a warmup or a recording (allocator memory).
+
+    Holds a weak reference to the storage, as StorageWeakRef does, without its wrapper.
     """
 
     __slots__ = ("cdata", "tensors")
 
     def __init__(self, storage: torch.UntypedStorage, tensors) -> None:
         self.cdata = compat.storage_weak_ref(storage)
-        # older torch marks a storage through one of its tensors
         self.tensors = None if compat.STORAGE_ERROR_TAKES_STORAGE else [weakref.ref(t) for t in tensors]
 
     def __del__(self) -> None:
@@ -58,20 +71,66 @@ class CudaRef:
         return not compat.weak_ref_expired(self.cdata)
 
     def invalidate(self, message: str) -> None:
-        if not self.alive():
-            return
-        cdata = self.cdata
-        # memory the allocator handed out (not a replay's view of graph memory) goes back now
-        if compat.cuda_function("has_standard_deleter")(cdata):
-            compat.cuda_function("free_and_remove_deleter")(cdata)
-        mark = compat.cuda_function("set_storage_access_error_msg")
-        if self.tensors is None:
-            mark(cdata, message)
-            return
-        for ref in self.tensors:
-            t = ref()
-            if t is not None:
-                mark(t, message)
+        if self.alive():
+            tensors = [] if self.tensors is None else [t for t in (ref() for ref in self.tensors) if t is not None]
+            _invalidate(self.cdata, tensors, message)
+
+
+def _loop_refcount() -> int:
+    """sys.getrefcount of a list item inside `for t in items:` when nothing else holds it."""
+    for t in [object()]:
+        return sys.getrefcount(t)
+    raise AssertionError
+
+
+_UNHELD = _loop_refcount()
+
+
+class CachedOutput:
+    """One output storage of a replayed graph and the tensors handed out on it.
+
+    They are kept for the graph's next replay, which hands out the same tensors instead of
+    building a storage, tensors and a weak reference again (torch's trees keep
+    cached_tensor_outputs for the same reason). A replay only happens once the previous
+    outputs are dead or invalidated, so the tensors are free to reuse then. The output is
+    live while anything beyond this cache holds the tensors, a view of them or their
+    storage: reference counts above those taken when the cache was made, with nothing else
+    holding them.
+    """
+
+    __slots__ = ("cdata", "tensors", "unheld", "__weakref__")
+
+    def __init__(self, tensors: list) -> None:
+        self.tensors: Optional[list] = tensors
+        self.cdata = compat.storage_weak_ref(tensors[0].untyped_storage())
+        self.unheld = self._storage_counts()
+
+    def __del__(self) -> None:
+        compat.free_weak_ref(self.cdata)
+
+    def _storage_counts(self) -> tuple[int, int]:
+        """(tensors and storage objects on the storage, references to its Python object)."""
+        return compat.storage_use_count(self.cdata), sys.getrefcount(self.tensors[0].untyped_storage())
+
+    def alive(self) -> bool:
+        tensors = self.tensors
+        if tensors is None:
+            return not compat.weak_ref_expired(self.cdata)
+        for t in tensors:
+            if sys.getrefcount(t) > _UNHELD:
+                return True
+        uses, refs = self.unheld
+        return compat.storage_use_count(self.cdata) > uses or sys.getrefcount(tensors[0].untyped_storage()) > refs
+
+    def drop(self) -> None:
+        """Stop caching: the next replay builds new tensors; liveness falls back to the weak ref."""
+        self.tensors = None
+
+    def invalidate(self, message: str) -> None:
+        if self.alive():
+            tensors = self.tensors or []
+            self.drop()  # the user's references keep the storage; the next replay makes new tensors
+            _invalidate(self.cdata, tensors, message)
 
 
 @dataclass
@@ -79,6 +138,7 @@ class _Leaf:
     kind: str  # "pool" | "input" | "external" | "constant"
     group: int = -1
     index: int = -1  # input index for "input"
+    member: int = 0  # position among the tensors of its group ("pool")
     meta: Optional[dict] = None  # size, stride, dtype, storage_offset: to rebuild the tensor
     value: Any = None  # the tensor for "external", the value for "constant"
 
@@ -92,6 +152,8 @@ class CudaGraph:
     spec: Any
     copy_dst: list[torch.Tensor] = field(default_factory=list)
     single: bool = False  # the function returns one tensor: no pytree on the replay path
+    cached: list = field(default_factory=list)  # per group: its CachedOutput (or None) once replayed
+    cached_refs: list = field(default_factory=list)  # [cached[0]] for single graphs
 
 
 class CudaBackend:
@@ -109,6 +171,7 @@ class CudaBackend:
             compat.cuda_function(need)  # fail now, naming the torch version, not mid-run
         self._make_storage = compat.cuda_function("construct_storage_from_data_pointer")
         self._build = compat.tensor_builder(self.device)
+        self._caches: "weakref.WeakSet[CachedOutput]" = weakref.WeakSet()
         with torch.cuda.device(self.device):
             self.pool = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(self.device)
@@ -158,6 +221,7 @@ class CudaBackend:
         return compat.cuda_function("get_checkpoint_state")(self.index, self.pool)
 
     def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
+        self.drop_cached_outputs()  # the storages of live outputs become owning; dead ones are freed
         live_storages = [ref.cdata for _, ref in live]
         compat.cuda_function("set_checkpoint_pool_state")(self.index, state, [], live_storages)
         for address in dict.fromkeys(dead_addresses):
@@ -203,8 +267,12 @@ class CudaBackend:
                 st = leaf.untyped_storage()
                 groups[index] = (st.data_ptr(), st.nbytes())
         cuda_graph = CudaGraph(graph, buffers, [groups[g] for g in sorted(groups)], [], spec)
+        members: Counter = Counter()
         for k, (leaf, (kind, index)) in enumerate(zip(leaves, plan)):
             cuda_graph.leaves.append(_leaf_plan(leaf, kind, index))
+            if kind == "pool":
+                cuda_graph.leaves[-1].member = members[index]
+                members[index] += 1
             if kind == "input":  # kept relative to the input, rebuilt on the caller's tensor
                 cuda_graph.leaves[-1].meta["storage_offset"] -= inputs[index].storage_offset()
                 if index in buffers:
@@ -227,33 +295,61 @@ class CudaBackend:
             compat.foreach_copy(graph.copy_dst, [args[i] for i in copy_inputs])
         graph.graph.replay()
         if graph.single:
-            storage = self._make_storage(graph.groups[0][0], self.device, graph.groups[0][1])
-            t = self._build(graph.leaves[0].meta, storage)
-            return t, [CudaRef(storage, (t,))]
-        storages = [self._make_storage(ptr, self.device, nbytes) for ptr, nbytes in graph.groups]
-        group_tensors: list[list] = [[] for _ in storages]
-        user_leaves, refs_at = [], []
+            cached = graph.cached[0] if graph.cached else None
+            if cached is None or cached.tensors is None:
+                ptr, nbytes = graph.groups[0]
+                # no local keeps the storage object: the cache's reference counts start clean
+                cached = self._cache(
+                    graph, 0, [self._build(graph.leaves[0].meta, self._make_storage(ptr, self.device, nbytes))]
+                )
+                graph.cached_refs = [cached]
+            return cached.tensors[0], graph.cached_refs
+        groups = [self._group_tensors(graph, g) for g in range(len(graph.groups))]
+        user_leaves, refs = [], []
         for plan in graph.leaves:
             if plan.kind == "pool":
-                t = self._build(plan.meta, storages[plan.group])
-                group_tensors[plan.group].append(t)
-                refs_at.append(plan.group)
+                t = groups[plan.group][plan.member]
+                refs.append(graph.cached[plan.group])
             elif plan.kind == "input":  # as in eager: a view of the caller's tensor
                 target = args[plan.index]
                 t = target.new_empty(0).set_(
                     target.untyped_storage(), plan.meta["storage_offset"] + target.storage_offset(),
                     plan.meta["size"], plan.meta["stride"],
                 )
-                refs_at.append(None)
+                refs.append(None)
             elif plan.kind == "external":
                 t = plan.value
-                refs_at.append(None)
+                refs.append(None)
             else:
                 user_leaves.append(plan.value)
                 continue
             user_leaves.append(t)
-        refs = [CudaRef(st, ts) for st, ts in zip(storages, group_tensors)]
-        return tree_unflatten(user_leaves, graph.spec), [None if g is None else refs[g] for g in refs_at]
+        return tree_unflatten(user_leaves, graph.spec), refs
+
+    def _group_tensors(self, graph: CudaGraph, group: int) -> list:
+        """The tensors of one output storage: the cached ones, or new ones that get cached."""
+        cached = graph.cached[group] if graph.cached else None
+        if cached is not None and cached.tensors is not None:
+            return cached.tensors
+        ptr, nbytes = graph.groups[group]
+        storage = self._make_storage(ptr, self.device, nbytes)
+        tensors = [self._build(p.meta, storage) for p in graph.leaves if p.kind == "pool" and p.group == group]
+        del storage  # the cache's reference counts are taken with nothing else holding it
+        return self._cache(graph, group, tensors).tensors
+
+    def _cache(self, graph: CudaGraph, group: int, tensors: list) -> "CachedOutput":
+        if not graph.cached:
+            graph.cached = [None] * len(graph.groups)
+        cached = graph.cached[group] = CachedOutput(tensors)
+        self._caches.add(cached)
+        return cached
+
+    def drop_cached_outputs(self) -> None:
+        """Let go of every cached output tensor (before the allocator's state is restored:
+        live outputs become the allocator's again, dead ones are freed)."""
+        for cached in self._caches:
+            cached.drop()
+        self._caches.clear()
 
     def _describe(self, leaves: list, inputs: Sequence[Any], new_storages: set[int]):
         """LeafInfo per tensor leaf, and (kind, group or input index) per leaf for replays.

@@ -52,6 +52,7 @@ class Node:
     tracks_mode: bool = False  # a forward or backward: replays count pending backwards
     input_buffers: dict[int, int] = field(default_factory=dict)
     checkpoint: Any = None
+    refs: Optional[list] = None  # the liveness refs of the latest replay, as the backend gave them
 
     @property
     def path(self) -> list["Node"]:

@@ -180,7 +180,8 @@ class Tree:
 
     # -- the state machine --------------------------------------------------------------------
     def _call(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
-        start = time.perf_counter()
+        # durations are only recorded in steps: no clock reading when nothing is traced
+        start = 0.0 if self._recorder.level is None else time.perf_counter()
         label = fn.name
         try:
             key = None if kwargs else signature_key(args)
@@ -399,8 +400,10 @@ class Tree:
 
     def _execute(self, node: Node, args: tuple, start: float) -> Any:
         outputs, refs = self.backend.replay(node.graph, args, node.copy_inputs)
-        for leaf, ref in zip(node.leaves, refs):
-            leaf.ref = ref
+        if refs is not node.refs:  # backends hand out the same list while outputs are cached
+            node.refs = refs
+            for leaf, ref in zip(node.leaves, refs):
+                leaf.ref = ref
         if node.invalid:
             node.invalid = set()
         node.replays += 1

@@ -33,6 +33,7 @@ def test_replay_outputs_live_in_the_pool_at_the_recorded_address():
         del_y = f(torch.ones(8, device=DEV))
         del del_y
     y = f(torch.ones(8, device=DEV))
+    assert len(tree.nodes) == 2, [(s.kind, s.reason) for s in tree.trace.expanded()]
     assert y.data_ptr() == tree.nodes[1].leaves[0].address
     snap = tree.snapshot()
     owned = [b for seg in snap.segments for b in seg.blocks if b.node == 1 and b.output == 0]
