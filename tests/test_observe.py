@@ -53,3 +53,39 @@ def test_recorded_traces_cover_the_cases():
     assert any(s.kind == "eager" and "skipping cudagraphs" in s.reason.lower() for s in torch_trace("torch_cpu_input").steps)
     dyn = torch_trace("torch_dynamic_shapes").last_snapshot()
     assert len([n for n in dyn.nodes if n.kind == "graph" and n.parent is None]) >= 3
+
+
+def test_new_generation_check_agrees_with_torchs_own():
+    """The observer reads the generation counters itself; torch's method must agree in every state."""
+    import itertools
+
+    from torch._inductor import cudagraph_trees as trees
+
+    from cgviz.observe import _torch_layout as layout
+
+    own = trees.CUDAGraphTreeManager.__dict__
+    names = ("can_start_new_generation", "in_new_torch_compile_invocation", "get_curr_generation", "user_invoked_mark_step")
+    # torch's own methods (static ones included), on an object without a GPU behind it
+    Manager = type("Manager", (), {name: own[name] for name in names})
+
+    ended = []
+    hook = layout.path_clear_hook(lambda m: setattr(m, "current_node", None), ["observer"],
+                                  lambda obs, m, start: ended.append("generation"),
+                                  lambda obs, m, before, start: ended.append(f"path end after {before}"))
+    saved = trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation
+    seen = set()
+    try:
+        for counter, generation, current, pending in itertools.product((0, -1, -2), (0, 3), (-2, -1, 0, 3), (False, True)):
+            trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation = counter, generation
+            m = Manager()
+            m.current_gen, m.running_forwards_with_pending_backwards = current, pending
+            expected = m.can_start_new_generation()
+            seen.add(expected)
+            assert layout.starts_new_generation(m) == expected, (counter, generation, current, pending)
+            m.current_node = "node 4"
+            hook(m)  # the wrapper of clear_current_path_state_and_set_to_none reads the counters itself
+            assert m.current_node is None
+            assert ended.pop() == ("generation" if expected else "path end after node 4")
+    finally:
+        trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation = saved
+    assert seen == {True, False}

@@ -2,12 +2,16 @@
 
 import random
 
+import pytest
+
 from cgviz.engine.recorder import fold_repeats, step_key
 from cgviz.observe.torch_compile import FoldingLog
 from cgviz.trace.model import Step
 
 
-def test_folding_log_matches_fold_repeats_on_random_sequences():
+@pytest.mark.parametrize("given", ["step", "fields"])
+def test_folding_log_matches_fold_repeats_on_random_sequences(given):
+    """Steps given whole (trace level "full") or as fields, made only when kept ("events")."""
     rng = random.Random(1)
     for _ in range(300):
         seq = []
@@ -20,7 +24,8 @@ def test_folding_log_matches_fold_repeats_on_random_sequences():
             def make(ch=ch):
                 return Step(index=0, kind="execute", reason=ch, generation=1, duration=1.0)
 
-            log.add(("execute", None, None, None, (), ch), make, 1.0)
+            fields = ("execute", ch, 1, None, None, None, [])
+            log.add(("execute", None, None, None, (), ch), make() if given == "step" else fields, 1.0)
             step = make()
             step.index = len(reference)
             reference.append(step)
@@ -36,5 +41,5 @@ def test_a_repetition_in_progress_is_made_when_it_breaks_off():
     steps = []
     log = FoldingLog(steps)
     for ch in "ababab" + "a" + "c":
-        log.add((ch,), lambda ch=ch: Step(index=0, kind="execute", reason=ch, generation=1), 0.0)
+        log.add((ch,), Step(index=0, kind="execute", reason=ch, generation=1), 0.0)
     assert [(s.reason, s.repeat, s.span) for s in steps] == [("a", 1, 1), ("b", 3, 2), ("a", 1, 1), ("c", 1, 1)]

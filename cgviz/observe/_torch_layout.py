@@ -7,8 +7,11 @@ default, so an observed program keeps running on a torch whose layout is new to 
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -98,3 +101,101 @@ def is_warmup(node: Any) -> bool:
 
 def pool_of(manager: Any) -> Any:
     return read(manager, "cuda_graphs_thread_pool")
+
+
+_TREES: Any = None
+
+
+def _trees_module() -> Any:
+    global _TREES
+    _TREES = sys.modules.get("torch._inductor.cudagraph_trees")
+    return _TREES
+
+
+def starts_new_generation(manager: Any) -> bool:
+    """Would torch's manager begin a new generation now (its can_start_new_generation())?
+
+    Read straight from the generation counters, as torch 2.4 to 2.13 compute it: this runs
+    at every path end of an observed loop, where torch's own four method calls would be
+    most of the observer's cost. A layout without those counters asks torch instead.
+    """
+    trees = _TREES or _trees_module()
+    try:
+        counter = trees.MarkStepBox.mark_step_counter
+        generation = counter if counter != 0 else trees.GenerationTracker.generation
+        if manager.current_gen == generation:
+            return False
+        return counter != 0 or not manager.running_forwards_with_pending_backwards
+    except AttributeError:
+        pass
+    check = getattr(manager, "can_start_new_generation", None)
+    if check is None:
+        read(manager, "can_start_new_generation")  # says once that this torch lacks it
+        return False
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def replay_mismatches(manager: Any, parent: Any, new_inputs: list, function_id: Any) -> list[tuple[Any, str]]:
+    """Why each recorded graph of this function under `parent` (a root when None) can't replay.
+
+    Asks the nodes' check_invariants again, on a copy of the inputs (a passing check clears
+    the managed inputs it is given), when torch is about to record: off the replay path.
+    """
+    siblings = read(manager, "roots", {}) if parent is None else getattr(parent, "children", None)
+    found = []
+    for child in (siblings or {}).get(function_id, ()):
+        try:
+            result = child.check_invariants(list(new_inputs))
+        except Exception:
+            continue
+        status, describe = result if isinstance(result, tuple) else (result, None)
+        why = getattr(status, "name", "SUCCESS")
+        if why == "SUCCESS":
+            continue
+        if callable(describe):
+            with contextlib.suppress(Exception):
+                why = describe() or why
+        found.append((child, why))
+    return found
+
+
+def path_clear_hook(original: Callable, active: list, on_generation: Callable, on_path_end: Callable) -> Callable:
+    """The wrapper of the manager's clear_current_path_state_and_set_to_none().
+
+    Torch calls it when an executing or recording path ends: for a new generation (a new
+    invocation or a mark_step) or because all the path's outputs are dead. In an observed
+    loop this runs on every call, so it reads the generation counters inline (as
+    `starts_new_generation` does) rather than through another call.
+    """
+    trees = _TREES or _trees_module()
+    box, tracker = getattr(trees, "MarkStepBox", None), getattr(trees, "GenerationTracker", None)
+    inline = hasattr(box, "mark_step_counter") and hasattr(tracker, "generation")
+
+    def clear_current_path_state_and_set_to_none(manager: Any) -> Any:
+        if not active:
+            return original(manager)
+        start = time.perf_counter()
+        if inline:
+            counter = box.mark_step_counter
+            try:
+                new_generation = manager.current_gen != (counter or tracker.generation) and (
+                    counter != 0 or not manager.running_forwards_with_pending_backwards)
+            except AttributeError:
+                new_generation = starts_new_generation(manager)
+        else:
+            new_generation = starts_new_generation(manager)
+        if new_generation:
+            out = original(manager)
+            for observer in active:
+                on_generation(observer, manager, start)
+            return out
+        before = manager.current_node
+        out = original(manager)
+        for observer in active:
+            on_path_end(observer, manager, before, start)
+        return out
+
+    return clear_current_path_state_and_set_to_none

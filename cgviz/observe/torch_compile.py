@@ -25,6 +25,7 @@ from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 
 OVERWRITTEN = "overwritten by a subsequent run"
 _ACTIVE: list["TorchObserver"] = []
+_GENERATION = ("generation", None, None, None, (), None)  # the key of a generation step that invalidated nothing
 _ORIGINALS: list[tuple[Any, str, Any]] = []
 
 
@@ -53,7 +54,7 @@ class TorchObserver:
         self.log = FoldingLog(self.trace.steps)
         self._labels: dict[tuple, str] = {}
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
-        self._node_labels: dict[int, str] = {}  # cgviz node id -> its function's label
+        self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
 
     # -- ids and steps -------------------------------------------------------------------------
     def node_id(self, node: Any) -> Optional[int]:
@@ -69,6 +70,7 @@ class TorchObserver:
     def step(self, kind: str, reason: str, manager: Any = None, *, function: Optional[str] = None,
              node: Any = None, invalidated: Optional[list] = None, start: Optional[float] = None) -> None:
         self._events += 1
+        self.saw(manager)
         if self._notes and kind in ("record", "eager", "warmup"):
             reason = reason + "; " + "; ".join(self._notes)
             self._notes.clear()
@@ -76,23 +78,75 @@ class TorchObserver:
         parent_id = self._parents.get(node_id) if node is not None else None
         if node is not None and node_id not in self._parents:
             parent_id = self._parents[node_id] = self.node_id(layout.node_parent(node))
-        duration = 0.0 if start is None else time.perf_counter() - start
         invalidated = invalidated or []
-        generation = self.generation
         key = (kind, function, node_id, parent_id, tuple(map(tuple, invalidated)),
                None if kind == "generation" else reason)
+        self._log(key, manager, kind, reason, function, node_id, parent_id, invalidated,
+                  time.perf_counter() if start is None else start)
 
-        def make() -> Step:
-            return Step(index=0, kind=kind, reason=reason, generation=generation, function=function,
-                        node=node_id, parent=parent_id, duration=duration, invalidated=invalidated)
+    def saw(self, manager: Any) -> None:
+        if manager is not None and manager not in self.managers:
+            self.managers.append(manager)
 
+    def executed(self, manager: Any, node: Any, start: float) -> None:
+        """A replay: the hot path of a compiled loop, kept to dictionary reads and a fold check."""
+        replay = self._replay_steps.get(id(node))
+        if replay is None:
+            replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
+        key, cg_id, label, parent, reason = replay
+        self._replays[cg_id] += 1
+        if self._notes:
+            self._notes.clear()  # children that failed their checks before this one matched
+        if self._invalidated:
+            self._invalidated = {k for k in self._invalidated if k[0] != cg_id}
+        self._events += 1
+        fields = ("execute", reason, self.generation, label, cg_id, parent, [])
         if self.level == "full":
-            made = make()
-            if manager is not None:
-                made.snapshot = self.snapshot(manager)
-            self.log.add(key, lambda: made, duration)
+            self._log_full(key, manager, fields, start)
         else:
-            self.log.add(key, make, duration)
+            self.log.add(key, fields, time.perf_counter() - start)
+
+    def _replay_step(self, manager: Any, node: Any) -> tuple:
+        """(step key, node id, label, parent id, reason) of a node's replay, made at its first replay."""
+        self.saw(manager)
+        cg_id = self.node_id(node)
+        label = self.label(manager, layout.node_function(node))
+        reason = f"{label} replays node {cg_id}: its invariants hold"
+        parent = self._parents.get(cg_id)
+        if cg_id not in self._parents:
+            parent = self._parents[cg_id] = self.node_id(layout.node_parent(node))
+        return ("execute", label, cg_id, parent, (), reason), cg_id, label, parent, reason
+
+    def new_generation(self, manager: Any, start: float) -> None:
+        invalidated, self._pending_invalidated = self._pending_invalidated, []
+        old = self.generation
+        self.generation += 1
+        self._events += 1
+        key = ("generation", None, None, None, tuple(map(tuple, invalidated)), None) if invalidated else _GENERATION
+        fields = ("generation", old, self.generation, None, None, None, invalidated)  # reason made with the Step
+        if self.level == "full":
+            self._log_full(key, manager, fields, start)
+        else:
+            self.log.add(key, fields, time.perf_counter() - start)
+
+    def path_ended(self, manager: Any, before: Any, start: float) -> None:
+        self.step("path_end", f"all outputs of the path ending at node {self.node_id(before)} "
+                  "are dead; the next call starts from the roots", manager, start=start)
+
+    def _log(self, key: tuple, manager: Any, kind: str, reason: str, function: Optional[str],
+             node_id: Optional[int], parent_id: Optional[int], invalidated: list, start: float) -> None:
+        fields = (kind, reason, self.generation, function, node_id, parent_id, invalidated)
+        if self.level == "full":
+            self._log_full(key, manager, fields, start)
+        else:
+            self.log.add(key, fields, time.perf_counter() - start)
+
+    def _log_full(self, key: tuple, manager: Any, fields: tuple, start: float) -> None:
+        duration = time.perf_counter() - start
+        step = make_step(fields, duration)
+        if manager is not None:
+            step.snapshot = self.snapshot(manager)
+        self.log.add(key, step, duration)
 
     def label(self, manager: Any, function_id: Any) -> str:
         key = (id(manager), id(function_id))
@@ -161,29 +215,19 @@ class TorchObserver:
         return owned_segments(pool_segments(device, pool), views, {})
 
     # -- the hooks ------------------------------------------------------------------------------
-    def on_run(self, original: Callable, manager: Any, new_inputs: list, function_id: Any) -> Any:
-        if self._depth:  # torch's run() calling itself: the outer call watches
-            return original(manager, new_inputs, function_id)
-        if manager not in self.managers:
-            self.managers.append(manager)
+    def ran(self, manager: Any, function_id: Any, events_before: int, start: float,
+            error: Optional[BaseException] = None) -> None:
+        """After the outermost run() of a call: an error, or a call torch ran without a decision."""
+        self.saw(manager)
         label = self.label(manager, function_id)
-        start = time.perf_counter()
-        before = self._events
-        self._depth += 1
-        try:
-            out = original(manager, new_inputs, function_id)
-        except Exception as exc:
-            self.step("error", f"{label} raised {type(exc).__name__}: {exc}", manager, function=label, start=start)
-            raise
-        finally:
-            self._depth -= 1
-        if self._events == before:
+        if error is not None:
+            self.step("error", f"{label} raised {type(error).__name__}: {error}", manager, function=label, start=start)
+        elif self._events == events_before:
             reason = (
                 f"{label} ran eagerly: torch's tree neither warmed it up, recorded nor replayed it "
                 "(it mutates inputs the tree does not manage, or it passed its re-record limit)"
             )
             self.step("eager", reason, manager, function=label, start=start)
-        return out
 
 
 class FoldingLog:
@@ -199,15 +243,16 @@ class FoldingLog:
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
         self.keys: list[tuple] = []
-        self.pending: list[tuple[tuple, Callable[[], Step], float]] = []
+        self.pending: list[tuple[tuple, Any, float]] = []
 
-    def add(self, key: tuple, make: Callable[[], Step], duration: float) -> None:
+    def add(self, key: tuple, step: Any, duration: float) -> None:
+        """`step`: a Step, or the fields of one (see `make_step`), made only if it is kept."""
         steps = self.steps
         if steps and steps[-1].repeat > 1:
             end = steps[-1]
             k, i = end.span, len(self.pending)
             if self.keys[len(self.keys) - k + i] == key:
-                self.pending.append((key, make, duration))
+                self.pending.append((key, step, duration))
                 if i + 1 == k:  # one more repetition of the whole block
                     for kept, (_, _, d) in zip(steps[-k:], self.pending):
                         kept.duration += d
@@ -215,19 +260,35 @@ class FoldingLog:
                     self.pending = []
                 return
         self.flush()
-        self._append(key, make)
+        self._append(key, step, duration)
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
-        for key, make, _ in pending:
-            self._append(key, make)
+        for key, step, duration in pending:
+            self._append(key, step, duration)
 
-    def _append(self, key: tuple, make: Callable[[], Step]) -> None:
-        step = make()
+    def _append(self, key: tuple, step: Any, duration: float) -> None:
+        if not isinstance(step, Step):
+            step = make_step(step, duration)
         step.index = len(self.steps)
         self.steps.append(step)
         self.keys.append(key)
         fold_repeats(self.steps, self.keys)
+
+
+def make_step(fields: tuple, duration: float) -> Step:
+    """A Step from (kind, reason, generation, function, node, parent, invalidated).
+
+    A generation step's reason is the number of the generation that ended: most are
+    folded into a repeat count, so their text is only written for the steps kept.
+    """
+    kind, reason, generation, function, node, parent, invalidated = fields
+    if kind == "generation" and isinstance(reason, int):
+        names = ", ".join(f"output {o} of node {n}" for n, o in invalidated) if invalidated else "nothing live"
+        reason = (f"generation {reason} ends (a new torch.compile invocation or cudagraph_mark_step_begin()); "
+                  f"invalidated: {names}")
+    return Step(index=0, kind=kind, reason=reason, generation=generation, function=function,
+                node=node, parent=parent, duration=duration, invalidated=invalidated)
 
 
 def _hook(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
@@ -246,9 +307,22 @@ def _install() -> None:
 
     def wrap_run(original):
         def run(self, new_inputs, function_id):
-            if not _ACTIVE:
+            if not _ACTIVE or _ACTIVE[-1]._depth:  # torch's run() calling itself: the outer call watches
                 return original(self, new_inputs, function_id)
-            return _ACTIVE[-1].on_run(original, self, new_inputs, function_id)
+            obs = _ACTIVE[-1]
+            start = time.perf_counter()
+            events = obs._events
+            obs._depth += 1
+            try:
+                out = original(self, new_inputs, function_id)
+            except Exception as exc:
+                obs.ran(self, function_id, events, start, exc)
+                raise
+            finally:
+                obs._depth -= 1
+            if obs._events == events:
+                obs.ran(self, function_id, events, start)
+            return out
         return run
 
     def after(describe: Callable) -> Callable:
@@ -274,58 +348,59 @@ def _install() -> None:
                   else f"first call of {label}: warm up eagerly, allocations in the tree's pool")
         obs.step("warmup", reason, manager, function=label, node=node, start=start)
 
-    def on_record(obs, manager, args, before, start):
-        node = layout.read(manager, "current_node")
-        label = obs.label(manager, args[1])
-        parent = before
-        where = "a new root" if parent is None else f"a child of node {obs.node_id(parent)}"
-        cid = layout.compile_id(manager, args[1])
-        reason = f"recording {label} as {where}" + (f" (compile id {cid})" if cid else "")
-        obs._invalidated = {k for k in obs._invalidated if k[0] != obs.node_id(node)}
-        obs.step("record", reason, manager, function=label, node=node, start=start)
+    def make_record(original):
+        def method(self, new_inputs, function_id, *args, **kwargs):
+            if not _ACTIVE:
+                return original(self, new_inputs, function_id, *args, **kwargs)
+            start = time.perf_counter()
+            parent = self.current_node
+            # why the existing children could not replay (asked again only now, off the replay path)
+            notes = [] if layout.read(self, "in_recording", False) else layout.replay_mismatches(
+                self, parent, new_inputs, function_id)
+            out = original(self, new_inputs, function_id, *args, **kwargs)
+            node = layout.read(self, "current_node")
+            for obs in _ACTIVE:
+                obs._notes[:0] = [f"node {obs.node_id(child)} could not replay: {why}" for child, why in notes]
+                label = obs.label(self, function_id)
+                where = "a new root" if parent is None else f"a child of node {obs.node_id(parent)}"
+                cid = layout.compile_id(self, function_id)
+                reason = f"recording {label} as {where}" + (f" (compile id {cid})" if cid else "")
+                obs._invalidated = {k for k in obs._invalidated if k[0] != obs.node_id(node)}
+                obs.step("record", reason, self, function=label, node=node, start=start)
+            return out
+        return method
 
-    def on_execute(obs, manager, args, before, start):
-        node = args[0]
-        cg_id = obs.node_id(node)
-        label = obs._node_labels.get(cg_id)
-        if label is None:
-            label = obs._node_labels[cg_id] = obs.label(manager, layout.node_function(node))
-        obs._replays[cg_id] += 1
-        obs._notes.clear()  # children that failed their checks before this one matched
-        if obs._invalidated:
-            obs._invalidated = {k for k in obs._invalidated if k[0] != cg_id}
-        obs.step("execute", f"{label} replays node {cg_id}: its invariants hold", manager,
-                 function=label, node=node, start=start)
+    def make_execute(original):
+        def execute_node(self, node, new_inputs):
+            if not _ACTIVE:
+                return original(self, node, new_inputs)
+            start = time.perf_counter()
+            out = original(self, node, new_inputs)
+            for obs in _ACTIVE:
+                obs.executed(self, node, start)
+            return out
+        return execute_node
 
     def on_checkpoint(obs, manager, args, before, start):
         node = layout.read(manager, "current_node")
         obs.step("checkpoint_restore", f"allocator state saved after recording node {obs.node_id(node)} "
                  "restored, keeping the path's live outputs", manager, node=node, start=start)
 
-    def make_try_end(original):
+    def make_try_end_warmup(original):
+        """A warming-up path ends without clear_current_path_state_and_set_to_none()."""
         def method(self, *args, **kwargs):
             if not _ACTIVE:
                 return original(self, *args, **kwargs)
             start = time.perf_counter()
             before = self.current_node
-            try:
-                new_generation = bool(self.can_start_new_generation())
-            except Exception:
-                new_generation = False
+            new_generation = layout.starts_new_generation(self)
             out = original(self, *args, **kwargs)
             if before is not None and self.current_node is None:
                 for obs in _ACTIVE:
                     if new_generation:
-                        invalidated, obs._pending_invalidated = obs._pending_invalidated, []
-                        old = obs.generation
-                        obs.generation += 1
-                        names = ", ".join(f"output {o} of node {n}" for n, o in invalidated) or "nothing live"
-                        obs.step("generation", f"generation {old} ends (a new torch.compile invocation or "
-                                 f"cudagraph_mark_step_begin()); invalidated: {names}", self,
-                                 invalidated=invalidated, start=start)
+                        obs.new_generation(self, start)
                     else:
-                        obs.step("path_end", f"all outputs of the path ending at node {obs.node_id(before)} "
-                                 "are dead; the next call starts from the roots", self, start=start)
+                        obs.path_ended(self, before, start)
             return out
         return method
 
@@ -356,21 +431,6 @@ def _install() -> None:
             return out
         return method
 
-    def make_invariants(original):
-        def method(self, *args, **kwargs):
-            result = original(self, *args, **kwargs)
-            if _ACTIVE:
-                status = result[0] if isinstance(result, tuple) else result
-                if getattr(status, "name", "SUCCESS") != "SUCCESS":
-                    why = status.name
-                    if isinstance(result, tuple) and callable(result[1]):
-                        with contextlib.suppress(Exception):
-                            why = result[1]() or why
-                    for obs in _ACTIVE:
-                        obs._notes.append(f"node {obs.node_id(self)} could not replay: {why}")
-            return result
-        return method
-
     def make_skip(original):
         def log_skip(msg, *args, **kwargs):
             for obs in _ACTIVE:
@@ -380,14 +440,15 @@ def _install() -> None:
 
     _hook(manager_cls, "run", wrap_run)
     _hook(manager_cls, "run_eager", after(on_warmup))
-    _hook(manager_cls, "record_function", after(on_record))
-    _hook(manager_cls, "execute_node", after(on_execute))
+    _hook(manager_cls, "record_function", make_record)
+    _hook(manager_cls, "execute_node", make_execute)
     _hook(manager_cls, "apply_checkpoint_execution_state_in_allocator", after(on_checkpoint))
-    for name in ("try_end_curr_recording", "try_end_curr_execution", "try_end_curr_warmup"):
-        _hook(manager_cls, name, make_try_end)
+    _hook(manager_cls, "clear_current_path_state_and_set_to_none",
+          lambda original: layout.path_clear_hook(original, _ACTIVE, TorchObserver.new_generation,
+                                                  TorchObserver.path_ended))
+    _hook(manager_cls, "try_end_curr_warmup", make_try_end_warmup)
     _hook(manager_cls, "dealloc_current_path_weakrefs", make_dealloc)
     _hook(manager_cls, "check_warn_on_unable_to_start_executing", make_warn)
-    _hook(trees.CUDAGraphNode, "check_invariants", make_invariants)
     for module_name in ("cudagraph_utils", "cudagraph_trees", "output_code", "compile_fx"):
         module = sys.modules.get(f"torch._inductor.{module_name}")
         if module is not None and hasattr(module, "log_cudagraph_skip_and_bump_counter"):
