@@ -11,6 +11,7 @@ Private torch functions come from _torch_compat.
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import warnings
 import weakref
@@ -250,7 +251,7 @@ class CudaBackend:
         graph = torch.cuda.CUDAGraph()
         watcher = RunWatcher()
         try:
-            with torch.cuda.device(self.device), torch.cuda.graph(
+            with _no_garbage_collection(), torch.cuda.device(self.device), torch.cuda.graph(
                 graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"
             ), watcher:
                 out = fn(*inputs)
@@ -396,6 +397,19 @@ class CudaBackend:
         for info, sid in pool_infos:
             info.ref = refs[sid]
         return infos, plan
+
+
+@contextlib.contextmanager
+def _no_garbage_collection() -> Iterator[None]:
+    """No cyclic collection while capturing: collecting an unrelated tree there would destroy its
+    graphs and free memory on the capturing thread, which invalidates the capture."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def pool_segments(device_index: int, pool: Any) -> list[RawSegment]:
