@@ -70,8 +70,8 @@ def test_new_generation_check_agrees_with_torchs_own():
 
     ended = []
     hook = layout.path_clear_hook(lambda m: setattr(m, "current_node", None), ["observer"],
-                                  lambda obs, m, start: ended.append("generation"),
-                                  lambda obs, m, before, start: ended.append(f"path end after {before}"))
+                                  lambda obs, m: ended.append("generation"),
+                                  lambda obs, m, before: ended.append(f"path end after {before}"))
     saved = trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation
     seen = set()
     try:

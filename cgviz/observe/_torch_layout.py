@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 import warnings
 from typing import Any, Callable
 
@@ -177,7 +176,6 @@ def path_clear_hook(original: Callable, active: list, on_generation: Callable, o
     def clear_current_path_state_and_set_to_none(manager: Any) -> Any:
         if not active:
             return original(manager)
-        start = time.perf_counter()
         if inline:
             counter = box.mark_step_counter
             try:
@@ -190,12 +188,12 @@ def path_clear_hook(original: Callable, active: list, on_generation: Callable, o
         if new_generation:
             out = original(manager)
             for observer in active:
-                on_generation(observer, manager, start)
+                on_generation(observer, manager)
             return out
         before = manager.current_node
         out = original(manager)
         for observer in active:
-            on_path_end(observer, manager, before, start)
+            on_path_end(observer, manager, before)
         return out
 
     return clear_current_path_state_and_set_to_none

@@ -26,6 +26,12 @@ from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 OVERWRITTEN = "overwritten by a subsequent run"
 _ACTIVE: list["TorchObserver"] = []
 _GENERATION = ("generation", None, None, None, (), None)  # the key of a generation step that invalidated nothing
+# Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node))
+# and made into steps in batches: Python work inside a compiled call costs many times what it
+# costs outside, so the hooks on that path only append.
+RAW_BATCH = 4096
+_NEW_GENERATION = object()
+_PATH_END = "path_end"
 _ORIGINALS: list[tuple[Any, str, Any]] = []
 
 
@@ -55,6 +61,8 @@ class TorchObserver:
         self._labels: dict[tuple, str] = {}
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
+        self._raw: list = []  # replay-loop events not yet made into steps (see catch_up)
+        self._raw_manager: Any = None  # the manager those events are from
 
     # -- ids and steps -------------------------------------------------------------------------
     def node_id(self, node: Any) -> Optional[int]:
@@ -69,6 +77,9 @@ class TorchObserver:
 
     def step(self, kind: str, reason: str, manager: Any = None, *, function: Optional[str] = None,
              node: Any = None, invalidated: Optional[list] = None, start: Optional[float] = None) -> None:
+        """A decision off the replay loop's hot path: the events noted before it come first."""
+        if self._raw:
+            self.catch_up()
         self._events += 1
         self.saw(manager)
         if self._notes and kind in ("record", "eager", "warmup"):
@@ -81,15 +92,71 @@ class TorchObserver:
         invalidated = invalidated or []
         key = (kind, function, node_id, parent_id, tuple(map(tuple, invalidated)),
                None if kind == "generation" else reason)
-        self._log(key, manager, kind, reason, function, node_id, parent_id, invalidated,
-                  time.perf_counter() if start is None else start)
+        self._log(key, manager, kind, reason, function, node_id, parent_id, invalidated, start)
 
     def saw(self, manager: Any) -> None:
         if manager is not None and manager not in self.managers:
             self.managers.append(manager)
 
-    def executed(self, manager: Any, node: Any, start: float) -> None:
-        """A replay: the hot path of a compiled loop, kept to dictionary reads and a fold check."""
+    # -- the replay loop's events: noted raw, made into steps in batches -------------------------
+    def raw_manager(self, manager: Any) -> bool:
+        """Can this manager's replay-loop events be noted raw now? (trace level "events", and
+        one manager at a time: its events are caught up before another's are noted)."""
+        if self.level == "full":
+            return False
+        if self._raw_manager is not manager:
+            self.catch_up()
+            self.saw(manager)
+            self._raw_manager = manager
+        return True
+
+    def replayed(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
+        """A replay seen by the hook: noted raw at "events" (the hook appends itself once
+        this returned True for its manager), made into a step at once at "full"."""
+        if self.raw_manager(manager):
+            self._note(node)
+        else:
+            self._replay(manager, node, start)
+
+    def generation_began(self, manager: Any) -> None:
+        raw = self._raw
+        if self._raw_manager is manager and not self._pending_invalidated:  # the replay loop
+            raw.append(_NEW_GENERATION)
+            if len(raw) >= RAW_BATCH:
+                self.catch_up()
+            return
+        if not self._pending_invalidated and self.raw_manager(manager):
+            self._note(_NEW_GENERATION)
+        else:
+            self.catch_up()
+            self._new_generation(manager)
+
+    def path_ended(self, manager: Any, before: Any) -> None:
+        if self.raw_manager(manager):
+            self._note((_PATH_END, before))
+        else:
+            self._path_end(manager, before)
+
+    def _note(self, event: Any) -> None:
+        self._raw.append(event)
+        if len(self._raw) >= RAW_BATCH:
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """Make the noted replay-loop events into steps (in order, before anything else)."""
+        if not self._raw:
+            return
+        raw, self._raw = self._raw, []
+        manager = self._raw_manager
+        for event in raw:
+            if event is _NEW_GENERATION:
+                self._new_generation(manager)
+            elif type(event) is tuple:
+                self._path_end(manager, event[1])
+            else:
+                self._replay(manager, event)
+
+    def _replay(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
         replay = self._replay_steps.get(id(node))
         if replay is None:
             replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
@@ -100,11 +167,7 @@ class TorchObserver:
         if self._invalidated:
             self._invalidated = {k for k in self._invalidated if k[0] != cg_id}
         self._events += 1
-        fields = ("execute", reason, self.generation, label, cg_id, parent, [])
-        if self.level == "full":
-            self._log_full(key, manager, fields, start)
-        else:
-            self.log.add(key, fields, time.perf_counter() - start)
+        self._add(key, manager, ("execute", reason, self.generation, label, cg_id, parent, []), start)
 
     def _replay_step(self, manager: Any, node: Any) -> tuple:
         """(step key, node id, label, parent id, reason) of a node's replay, made at its first replay."""
@@ -117,32 +180,29 @@ class TorchObserver:
             parent = self._parents[cg_id] = self.node_id(layout.node_parent(node))
         return ("execute", label, cg_id, parent, (), reason), cg_id, label, parent, reason
 
-    def new_generation(self, manager: Any, start: float) -> None:
+    def _new_generation(self, manager: Any) -> None:
         invalidated, self._pending_invalidated = self._pending_invalidated, []
         old = self.generation
         self.generation += 1
         self._events += 1
         key = ("generation", None, None, None, tuple(map(tuple, invalidated)), None) if invalidated else _GENERATION
         fields = ("generation", old, self.generation, None, None, None, invalidated)  # reason made with the Step
-        if self.level == "full":
-            self._log_full(key, manager, fields, start)
-        else:
-            self.log.add(key, fields, time.perf_counter() - start)
+        self._add(key, manager, fields, None)
 
-    def path_ended(self, manager: Any, before: Any, start: float) -> None:
+    def _path_end(self, manager: Any, before: Any) -> None:
         self.step("path_end", f"all outputs of the path ending at node {self.node_id(before)} "
-                  "are dead; the next call starts from the roots", manager, start=start)
+                  "are dead; the next call starts from the roots", manager)
 
     def _log(self, key: tuple, manager: Any, kind: str, reason: str, function: Optional[str],
-             node_id: Optional[int], parent_id: Optional[int], invalidated: list, start: float) -> None:
-        fields = (kind, reason, self.generation, function, node_id, parent_id, invalidated)
-        if self.level == "full":
-            self._log_full(key, manager, fields, start)
-        else:
-            self.log.add(key, fields, time.perf_counter() - start)
+             node_id: Optional[int], parent_id: Optional[int], invalidated: list, start: Optional[float]) -> None:
+        self._add(key, manager, (kind, reason, self.generation, function, node_id, parent_id, invalidated), start)
 
-    def _log_full(self, key: tuple, manager: Any, fields: tuple, start: float) -> None:
-        duration = time.perf_counter() - start
+    def _add(self, key: tuple, manager: Any, fields: tuple, start: Optional[float]) -> None:
+        """Into the folding log; `start` None: not timed (duration 0)."""
+        duration = 0.0 if start is None else time.perf_counter() - start
+        if self.level != "full":
+            self.log.add(key, fields, duration)
+            return
         step = make_step(fields, duration)
         if manager is not None:
             step.snapshot = self.snapshot(manager)
@@ -159,6 +219,7 @@ class TorchObserver:
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, manager: Any) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
+        self.catch_up()
         seen: list[Any] = []
         stack = list(layout.roots(manager))
         while stack:
@@ -215,14 +276,14 @@ class TorchObserver:
         return owned_segments(pool_segments(device, pool), views, {})
 
     # -- the hooks ------------------------------------------------------------------------------
-    def ran(self, manager: Any, function_id: Any, events_before: int, start: float,
+    def ran(self, manager: Any, function_id: Any, decisions_before: int, start: Optional[float],
             error: Optional[BaseException] = None) -> None:
         """After the outermost run() of a call: an error, or a call torch ran without a decision."""
         self.saw(manager)
         label = self.label(manager, function_id)
         if error is not None:
             self.step("error", f"{label} raised {type(error).__name__}: {error}", manager, function=label, start=start)
-        elif self._events == events_before:
+        elif self._events + len(self._raw) == decisions_before:
             reason = (
                 f"{label} ran eagerly: torch's tree neither warmed it up, recorded nor replayed it "
                 "(it mutates inputs the tree does not manage, or it passed its re-record limit)"
@@ -310,18 +371,18 @@ def _install() -> None:
             if not _ACTIVE or _ACTIVE[-1]._depth:  # torch's run() calling itself: the outer call watches
                 return original(self, new_inputs, function_id)
             obs = _ACTIVE[-1]
-            start = time.perf_counter()
-            events = obs._events
+            start = time.perf_counter() if obs.level == "full" else None  # no clock on the replay loop
+            decisions = obs._events + len(obs._raw)
             obs._depth += 1
             try:
                 out = original(self, new_inputs, function_id)
             except Exception as exc:
-                obs.ran(self, function_id, events, start, exc)
+                obs.ran(self, function_id, decisions, start, exc)
                 raise
             finally:
                 obs._depth -= 1
-            if obs._events == events:
-                obs.ran(self, function_id, events, start)
+            if obs._events + len(obs._raw) == decisions:
+                obs.ran(self, function_id, decisions, start)
             return out
         return run
 
@@ -360,6 +421,7 @@ def _install() -> None:
             out = original(self, new_inputs, function_id, *args, **kwargs)
             node = layout.read(self, "current_node")
             for obs in _ACTIVE:
+                obs.catch_up()  # replays noted before this recording come first
                 obs._notes[:0] = [f"node {obs.node_id(child)} could not replay: {why}" for child, why in notes]
                 label = obs.label(self, function_id)
                 where = "a new root" if parent is None else f"a child of node {obs.node_id(parent)}"
@@ -374,10 +436,15 @@ def _install() -> None:
         def execute_node(self, node, new_inputs):
             if not _ACTIVE:
                 return original(self, node, new_inputs)
-            start = time.perf_counter()
+            start = None if _ACTIVE[-1]._raw_manager is self else time.perf_counter()
             out = original(self, node, new_inputs)
             for obs in _ACTIVE:
-                obs.executed(self, node, start)
+                if obs._raw_manager is self:  # the replay loop: note it, nothing more
+                    obs._raw.append(node)
+                    if len(obs._raw) >= RAW_BATCH:
+                        obs.catch_up()
+                else:
+                    obs.replayed(self, node, start)
             return out
         return execute_node
 
@@ -391,16 +458,15 @@ def _install() -> None:
         def method(self, *args, **kwargs):
             if not _ACTIVE:
                 return original(self, *args, **kwargs)
-            start = time.perf_counter()
             before = self.current_node
             new_generation = layout.starts_new_generation(self)
             out = original(self, *args, **kwargs)
             if before is not None and self.current_node is None:
                 for obs in _ACTIVE:
                     if new_generation:
-                        obs.new_generation(self, start)
+                        obs.generation_began(self)
                     else:
-                        obs.path_ended(self, before, start)
+                        obs.path_ended(self, before)
             return out
         return method
 
@@ -409,6 +475,7 @@ def _install() -> None:
             if _ACTIVE:
                 current = layout.read(self, "current_node")
                 for obs in _ACTIVE:
+                    obs.catch_up()
                     node = current
                     while node is not None:
                         cg_id = obs.node_id(node)
@@ -426,6 +493,7 @@ def _install() -> None:
             out = original(self, function_id, *args, **kwargs)
             if _ACTIVE and function_id in (layout.read(self, "warned_functions", set()) or ()) and function_id not in warned:
                 for obs in _ACTIVE:
+                    obs.catch_up()
                     obs._notes.append("torch warns: unable to hit the fast path because outputs from a previous "
                                       "step still require backward (a pending backward)")
             return out
@@ -444,7 +512,7 @@ def _install() -> None:
     _hook(manager_cls, "execute_node", make_execute)
     _hook(manager_cls, "apply_checkpoint_execution_state_in_allocator", after(on_checkpoint))
     _hook(manager_cls, "clear_current_path_state_and_set_to_none",
-          lambda original: layout.path_clear_hook(original, _ACTIVE, TorchObserver.new_generation,
+          lambda original: layout.path_clear_hook(original, _ACTIVE, TorchObserver.generation_began,
                                                   TorchObserver.path_ended))
     _hook(manager_cls, "try_end_curr_warmup", make_try_end_warmup)
     _hook(manager_cls, "dealloc_current_path_weakrefs", make_dealloc)
@@ -474,6 +542,7 @@ def start_observing(trace: str = "full") -> TorchObserver:
 
 def stop_observing(observer: TorchObserver) -> Trace:
     """Stop one observer; the wrapping is removed when none is left."""
+    observer.catch_up()
     observer.log.flush()
     if observer in _ACTIVE:
         _ACTIVE.remove(observer)
@@ -485,7 +554,8 @@ def stop_observing(observer: TorchObserver) -> Trace:
 @contextlib.contextmanager
 def observe_torch(trace: str = "full") -> Iterator[Trace]:
     """`with cgviz.observe_torch() as trace:` — torch.compile(mode="reduce-overhead") activity
-    inside the block becomes the Trace's steps. An "overwritten by a subsequent run" error
+    inside the block becomes the Trace's steps (replays are made into steps in batches: inside
+    the block the newest few thousand may not show yet; after it, all do). An "overwritten by a subsequent run" error
     leaving the block is recorded as an error step, then raised as usual."""
     observer = start_observing(trace)
     try:
