@@ -9,6 +9,7 @@ usage: python benchmarks/observe_overhead.py [--calls N] [--repeats R] [--out PA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import statistics
@@ -30,6 +31,41 @@ def timed(step, calls: int) -> float:
         return (time.perf_counter_ns() - start) / calls / 1000
     finally:
         gc.enable()
+
+
+# What Python costs inside a compiled call: plain wrappers on the three manager methods a
+# replay-loop call goes through, then with no-op calls or clock readings inside them.
+PROBED_METHODS = ("run", "clear_current_path_state_and_set_to_none", "execute_node")
+PROBES = {"probe_3_wrappers": (0, False), "probe_3_wrappers_6_noop_calls": (2, False),
+          "probe_3_wrappers_3_clock_reads": (0, True)}
+
+
+def _noop() -> None:
+    pass
+
+
+@contextlib.contextmanager
+def probe_wrappers(noop_calls: int, clock: bool):
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager as manager
+
+    originals = {name: manager.__dict__[name] for name in PROBED_METHODS}
+
+    def wrap(original):
+        def method(self, *args):
+            if clock:
+                time.perf_counter()
+            for _ in range(noop_calls):
+                _noop()
+            return original(self, *args)
+        return method
+
+    for name, original in originals.items():
+        setattr(manager, name, wrap(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(manager, name, original)
 
 
 def main(argv=None) -> int:
@@ -54,7 +90,8 @@ def main(argv=None) -> int:
         def call():
             compiled(x)
 
-        samples = {"without_observer": [], "observer_events": []}
+        samples: dict[str, list[float]] = {"without_observer": [], "observer_events": []}
+        samples.update({name: [] for name in PROBES})
         for _ in range(args.repeats):
             samples["without_observer"].append(timed(call, args.calls))
             observer = start_observing("events")
@@ -62,6 +99,9 @@ def main(argv=None) -> int:
                 samples["observer_events"].append(timed(call, args.calls))
             finally:
                 stop_observing(observer)
+            for name, (calls, clock) in PROBES.items():
+                with probe_wrappers(calls, clock):
+                    samples[name].append(timed(call, args.calls))
         steps = len(observer.trace.steps)
     med = {k: round(statistics.median(v), 2) for k, v in samples.items()}
     result = {
@@ -74,6 +114,7 @@ def main(argv=None) -> int:
         "repeats": args.repeats,
         "per_call_us": med,
         "observer_extra": round(med["observer_events"] / med["without_observer"] - 1, 4),
+        "probes_extra_us": {name: round(med[name] - med["without_observer"], 2) for name in PROBES},
         "goal": "observer_extra <= 0.10",
         "steps_in_last_observed_run": steps,
     }
