@@ -27,8 +27,8 @@ OVERWRITTEN = "overwritten by a subsequent run"
 _ACTIVE: list["TorchObserver"] = []
 _GENERATION = ("generation", None, None, None, (), None)  # the key of a generation step that invalidated nothing
 # Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node))
-# and made into steps in batches: Python work inside a compiled call costs many times what it
-# costs outside, so the hooks on that path only append.
+# and made into steps in batches: whatever a hook on that path does is paid on every call of
+# the user's loop, so those hooks only append.
 RAW_BATCH = 4096
 _NEW_GENERATION = object()
 _PATH_END = "path_end"
