@@ -3,8 +3,9 @@
 Warmup runs with the current thread's allocations routed to the pool; record captures
 with torch.cuda.CUDAGraph into the same pool on the tree's capture stream and replays
 once (capture runs no kernels). Replay copies non-static inputs into the recorded
-buffers, replays, and hands out fresh tensors built on the static output memory, so
-their liveness can be tracked by storage weak references, as torch's own tree does.
+buffers, replays, and hands out tensors on the static output memory: built at a graph's
+first replay and handed out again while nothing else holds them (CachedOutput), so the
+replay path builds no tensors, as torch's own tree keeps its cached outputs.
 Private torch functions come from _torch_compat.
 """
 
