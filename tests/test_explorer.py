@@ -591,6 +591,35 @@ def test_pool_highlight_overlay_outlines_the_selected_nodes_blocks(chain_trace):
     assert len(pictures) == 1  # one picture of the pool, whichever node is highlighted
 
 
+def test_steps_whose_pool_differs_only_in_what_is_live_draw_it_once_each_with_its_totals(monkeypatch):
+    import cgviz.views.pool as pool_view
+    from cgviz.trace.diff import format_bytes
+
+    base, size = 0x7F0000000000, 1 << 20
+    segment = Segment(base, 2 * size, "small", [Block(base + k * size, size, True, size, f"node {k} output 0", k, 0)
+                                                for k in range(2)])
+
+    def snapshot(states: tuple[str, str]) -> Snapshot:
+        nodes = [NodeView(k, f"f{k}", "graph", None, [], 1, 0,
+                          [OutputView(0, [4], "float32", size, base + k * size, st)]) for k, st in enumerate(states)]
+        return Snapshot(nodes, 0, [0], "execution", 1, [segment])
+
+    states = [("live", "dead"), ("live", "live"), ("dead", "live"), ("dead", "dead")]  # a replay loop moving on
+    trace = Trace([Step(k, "execute", "replay", 1, "f0", 0, snapshot=snapshot(st)) for k, st in enumerate(states)],
+                  {"trace_level": "full"})
+    drawn = []
+    real = pool_view.pool_figure
+    monkeypatch.setattr(pool_view, "pool_figure", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    pool_view.clear_cache()
+    ex = Explorer(trace, renderer=RENDERER)
+    for k, st in enumerate(states):
+        ex.go(k)
+        live = format_bytes(size * st.count("live"))
+        assert f"2.0 MiB reserved · 2.0 MiB allocated · {live} in live outputs" in text(ex.pool_html)
+        assert all(f'id="block-{b.address:x}"' in ex.pool_html.value for b in segment.blocks)
+    assert len(drawn) == 1
+
+
 def test_pool_highlight_redraw_draws_the_highlight_into_the_picture(chain_trace):
     ex = Explorer(chain_trace, pool_highlight="redraw", renderer=RENDERER)
     ex.last()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import html
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from cgviz.views.colors import (
 )
 from cgviz.views.pool import (
     MIN_BLOCK_FRACTION,
+    clear_cache,
     figure_png,
     figure_svg,
     pool_blocks,
@@ -111,6 +113,19 @@ def drawn_rectangles(fig) -> dict[int, dict]:
 
 def texts(fig) -> list[str]:
     return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+
+
+def legend_texts(fig) -> list[str]:
+    """The legend's entries, top to bottom."""
+    entries = [t for t in fig.findobj(Text) if (t.get_gid() or "").startswith("pool-legend-text-")]
+    return [t.get_text() for t in sorted(entries, key=lambda t: -t.get_position()[1])]
+
+
+def legend_patch_colors(fig) -> list[tuple]:
+    """The fill colours of the legend's patches (RGB), top to bottom."""
+    coll = next(a for a in fig.get_children() if getattr(a, "get_gid", lambda: None)() == "pool-legend-patches")
+    order = sorted(range(len(coll.get_paths())), key=lambda i: -coll.get_paths()[i].vertices[:, 1].max())
+    return [tuple(round(float(c), 3) for c in coll.get_facecolor()[i][:3]) for i in order]
 
 
 def synthetic_pool(nseg: int = 100, nblocks: int = 2000, nodes: int = 30) -> Snapshot:
@@ -284,10 +299,15 @@ def test_figure_labels_segments_and_legend_names_owning_nodes(traces):
         assert f"{seg.address:#x} {seg.kind}" in words
         assert format_bytes(seg.size) in words
     owners = {b.node for seg in snapshot.segments for b in seg.blocks if b.allocated and b.node is not None}
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = legend_texts(fig)
     for node in owners:
         assert f"node {node} · {snapshot.node(node).function}" in legend
     assert "free" in legend
+    # each node's entry has a patch of the node's colour, in the same order
+    colors = legend_patch_colors(fig)
+    for k, node in enumerate(sorted(owners)):
+        assert legend[k].startswith(f"node {node} ")
+        assert colors[k] == tuple(round(c, 3) for c in to_rgba(node_color(node))[:3])
     # tiny blocks were widened: the footnote says so
     assert any("drawn 3% wide" in t for t in texts(fig))
 
@@ -309,7 +329,7 @@ def test_highlight_node_outlines_its_blocks_and_fades_the_others(traces):
     coll = next(c for c in fig.axes[0].collections if c.get_gid() == "pool-blocks-output")
     for url, width in zip(coll.get_urls(), coll.get_linewidths()):
         assert (width > 1) == (node_of[int(url.removeprefix("#block-"), 16)] == target)
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = legend_texts(fig)
     assert any(t.startswith(f"node {target} ") and t.endswith("◀") for t in legend)
 
 
@@ -321,6 +341,8 @@ def test_names_inside_blocks_that_fit():
     fig, _ = check_figure(snapshot)
     words = texts(fig)
     assert "node 3 · out 1 · 1.0 MiB" in words and "free 1.0 MiB" in words
+    written = [w for _, _, w in svg_lines(pool_svg(snapshot))]
+    assert "node 3 · out 1 · 1.0 MiB" in written and "free 1.0 MiB" in written
     assert not any("widened" in w or "drawn 3% wide" in w for w in words)  # nothing was widened
 
 
@@ -331,8 +353,11 @@ def test_input_buffers_and_unowned_blocks():
     fig, rects = check_figure(snapshot)
     assert {r["hatch"] for r in rects.values()} == {"", INPUT_HATCH, UNOWNED_HATCH}
     assert all(r["stripes"] >= 2 for r in rects.values() if r["hatch"])
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = legend_texts(fig)
     assert any("input buffer" in t for t in legend) and any("intermediate or stale" in t for t in legend)
+    # every line of every text, labels on stripes (in a box) included, is in the SVG
+    lines = [line for t in texts(fig) for line in t.split("\n")]
+    assert sorted(html.unescape(w) for _, _, w in svg_lines(figure_svg(fig))) == sorted(lines)
 
 
 def test_empty_pool_and_missing_snapshot():
@@ -359,6 +384,41 @@ def test_svg_has_block_ids_with_tooltips_and_is_deterministic(traces):
     owned = next(b for s in snapshot.segments for b in s.blocks if b.node is not None and b.allocated)
     assert f"{owned.owner} · {format_bytes(owned.size)} at {owned.address:#x}" in svg
     assert "<dc:date>" not in svg and "xlink:href=\"#block-" not in svg
+
+
+_SVG_TEXT = re.compile(
+    r'<text\b[^>]*?(?:x="([-0-9.]+)" y="([-0-9.]+)"|translate\(([-0-9.]+) ([-0-9.]+)\))[^>]*>([^<]*)</text>'
+)
+
+
+def svg_lines(svg: str) -> list[tuple[float, float, str]]:
+    """(x, y, words) of every line of text in an SVG (as matplotlib or the pool view write them)."""
+    return [(float(m[0] or m[2]), float(m[1] or m[3]), m[4]) for m in _SVG_TEXT.findall(svg)]
+
+
+@pytest.mark.parametrize("ha", ["left", "center", "right"])
+@pytest.mark.parametrize("words,spacing,family", [
+    ("node 3 · input 1 buffer", 1.0, "sans-serif"),
+    ("n3\no1", 1.0, "sans-serif"),
+    ("0x7f00 small\n2.0 MiB, 1.0 KiB used", 1.3, "monospace"),
+])
+def test_labels_written_into_the_svg_sit_where_matplotlib_puts_them(ha, words, spacing, family):
+    from matplotlib.figure import Figure
+
+    from cgviz.views.pool import _svg_artists
+
+    _, _, Label = _svg_artists()
+    drawn = {}
+    for cls in (Label, Text):
+        fig = Figure(figsize=(3, 2))
+        fig.add_artist(cls(0.4, 0.5, words, ha=ha, va="center", fontsize=7.5, linespacing=spacing, family=family))
+        drawn[cls] = svg_lines(figure_svg(fig))
+    ours, theirs = drawn[Label], drawn[Text]
+    assert [w for _, _, w in ours] == [w for _, _, w in theirs] == words.split("\n")
+    for (x, y, _), (x_ref, y_ref, _) in zip(ours, theirs):
+        assert y == pytest.approx(y_ref, abs=0.01)  # the same baselines
+        if len(ours) == 1:  # matplotlib anchors one line as we do; several it places from their widths
+            assert x == pytest.approx(x_ref, abs=0.05)
 
 
 def test_png_is_a_png(traces):
@@ -396,6 +456,28 @@ def test_cache_follows_content(traces):
     after = pool_svg(snapshot)
     assert after != before and f'<g id="block-{block.address:x}"><title>free ·' in after
     assert pool_png(snapshot) != pool_png(snapshot, highlight_node=2)
+
+
+def test_a_pool_drawn_before_with_other_live_outputs_is_reused_with_its_own_totals(traces, monkeypatch):
+    import cgviz.views.pool as pool_mod
+
+    before = copy.deepcopy(traces["fwd_bwd"].steps[-1].snapshot)
+    after = copy.deepcopy(before)  # the same pool, one output died (a replay loop moves on)
+    owned = next(b for s in after.segments for b in s.blocks if b.allocated and b.output is not None
+                 and after.node(b.node).outputs[b.output].state == "live")
+    after.node(owned.node).outputs[owned.output].state = "dead"
+    assert pool_totals(after)["live"] == pool_totals(before)["live"] - owned.size
+    clear_cache()
+    pool_svg(before)
+    drawn = []
+    monkeypatch.setattr(pool_mod, "pool_figure", lambda *a, **k: drawn.append(1) or pool_figure(*a, **k))
+    reused = pool_svg(after)
+    assert drawn == []  # not drawn again
+    assert f"{format_bytes(true_live(after))} in live outputs" in reused
+    assert f"{format_bytes(true_live(before))} in live outputs" not in reused
+    clear_cache()
+    assert reused == pool_svg(after) and drawn == [1]  # the same bytes as drawn afresh
+    assert pool_png(after) != pool_png(before)  # a PNG has its title drawn in
 
 
 def test_figures_render_in_threads(traces):

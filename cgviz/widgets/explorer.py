@@ -11,13 +11,14 @@ the tree after the step (the step's node highlighted), the selected node's outpu
 pool with the selected node's blocks highlighted, and the timeline with the step marked.
 
 Stepping is cheap on large traces, and no widget is rebuilt: tree pictures are remembered
-per step and selected node; pool pictures per pool content (the steps of a replay loop
-share one), with the selected node highlighted by a style sheet over the picture; the
-timeline is drawn once per trace length and only its marker moves. In Jupyter a pool
-picture not drawn yet follows the step change instead of holding it up, and the
-neighbouring steps are drawn ahead while the kernel is idle. While a live tree runs inside
-a cell, the pictures are redrawn at most every `live_interval` seconds (and once more when
-the cell ends); the headline and the slider follow every step.
+per step and selected node; pool pictures per pool content, a pool being drawn once for
+all the steps that differ only in which outputs are live (a replay loop: `pool_svg`
+writes each step's totals into it), with the selected node highlighted by a style sheet
+over the picture; the timeline is drawn once per trace length and only its marker moves.
+In Jupyter a pool picture not drawn yet follows the step change instead of holding it up,
+and the neighbouring steps are drawn ahead while the kernel is idle. While a live tree
+runs inside a cell, the pictures are redrawn at most every `live_interval` seconds (and
+once more when the cell ends); the headline and the slider follow every step.
 """
 
 from __future__ import annotations
@@ -764,11 +765,13 @@ class Explorer:
     def _pool_for(self, i: int, snap: Snapshot, sel: Optional[int], draw: bool = True) -> Optional[str]:
         """The pool of step i with node `sel` highlighted; None when not drawn yet and not `draw`.
 
-        The picture is drawn once per pool content (segments, blocks, live outputs): a pool
-        changes on recordings, warmups and deaths, not on replays, so the steps of a replay
-        loop share one. With pool_highlight="overlay" the selected node's blocks are
-        outlined, and the others faded, by a style sheet over that picture (no redraw when
-        the selection changes); with "redraw" pool_svg draws the highlight itself.
+        The picture is kept per pool content (segments, blocks, live outputs). A pool
+        changes on recordings, warmups and deaths, not on replays, and `pool_svg` draws it
+        once for the steps that differ only in what is live, so a step of a replay loop
+        costs the totals written into its title. With pool_highlight="overlay" the
+        selected node's blocks are outlined, and the others faded, by a style sheet over
+        that picture (no redraw when the selection changes); with "redraw" pool_svg draws
+        the highlight itself.
         """
         key = self._pool_keys.get(i)
         if key is None:  # the content's hash, computed once per step (not kept: it is big)
