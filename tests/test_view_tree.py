@@ -487,6 +487,19 @@ def test_auto_uses_graphviz_when_dot_is_found(traces):
     assert tv.dot_available() is True
 
 
+@needs_dot
+def test_auto_draws_large_trees_with_the_builtin_layout_and_says_so(traces, monkeypatch):
+    snap = traces["branching"].last_snapshot()
+    monkeypatch.setattr(tv, "AUTO_GRAPHVIZ_MAX_NODES", len(snap.nodes) - 1)
+    svg = tree_svg(snap)
+    check_svg_content(svg, snap)
+    assert "data-node=" in svg  # the built-in renderer
+    assert f"{len(snap.nodes)} nodes: built-in layout" in svg
+    assert 'class="node cgviz-node' in tree_svg(snap, renderer="graphviz")  # asked for: Graphviz anyway
+    monkeypatch.setattr(tv, "AUTO_GRAPHVIZ_MAX_NODES", len(snap.nodes))
+    assert "data-node=" not in tree_svg(snap)
+
+
 def test_availability_check_is_cached(monkeypatch):
     calls = []
     monkeypatch.setattr(tv, "_DOT_AVAILABLE", None)

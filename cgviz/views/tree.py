@@ -83,6 +83,12 @@ STYLE: dict[str, object] = {
 #: The mark of an output in each state.
 MARKS: dict[str, str] = {"live": "●", "dead": "○", "invalid": "✕"}
 
+# Graphviz lays out a 1,000-node tree in about 0.5 s, the built-in layout in about 25 ms: past
+# this size "auto" keeps stepping through a trace under 100 ms per step.
+AUTO_GRAPHVIZ_MAX_NODES = 200
+LARGE_TREE_NOTICE = (
+    "{nodes} nodes: built-in layout (Graphviz is used up to {limit} nodes; renderer='graphviz' uses it anyway)"
+)
 GRAPHVIZ_MISSING_NOTICE = (
     "Graphviz not found: built-in layout (install graphviz: apt install graphviz / "
     "brew install graphviz / conda install graphviz)"
@@ -542,14 +548,17 @@ def tree_svg(
     """The tree as SVG text.
 
     `renderer`: "graphviz" runs `dot -Tsvg` on `to_dot(...)`; "builtin" lays the tree out
-    in Python (`builtin_tree_svg`); "auto" uses Graphviz when `dot` is installed, and
-    otherwise the built-in layout with a one-line notice saying how to install Graphviz.
+    in Python (`builtin_tree_svg`); "auto" uses Graphviz when `dot` is installed and the
+    tree has at most AUTO_GRAPHVIZ_MAX_NODES nodes, and otherwise the built-in layout with a
+    one-line notice saying why (and how to install Graphviz when it is missing).
     """
     if renderer == "auto":
-        if dot_available():
-            renderer = "graphviz"
-        else:
+        if not dot_available():
             return builtin_tree_svg(snapshot, step, selected, legend=legend, notice=GRAPHVIZ_MISSING_NOTICE)
+        if len(snapshot.nodes) > AUTO_GRAPHVIZ_MAX_NODES:
+            notice = LARGE_TREE_NOTICE.format(nodes=len(snapshot.nodes), limit=AUTO_GRAPHVIZ_MAX_NODES)
+            return builtin_tree_svg(snapshot, step, selected, legend=legend, notice=notice)
+        renderer = "graphviz"
     if renderer == "graphviz":
         if not dot_available():
             raise RuntimeError(GRAPHVIZ_MISSING_NOTICE.replace(": built-in layout", "") +
