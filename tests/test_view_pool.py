@@ -27,14 +27,13 @@ from cgviz.views.colors import (
 from cgviz.views.pool import (
     MIN_BLOCK_FRACTION,
     clear_cache,
-    figure_png,
-    figure_svg,
     pool_blocks,
     pool_figure,
     pool_png,
     pool_svg,
     pool_totals,
 )
+from cgviz.views.svg_output import figure_png, figure_svg
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_rgba  # noqa: E402
@@ -405,9 +404,9 @@ def svg_lines(svg: str) -> list[tuple[float, float, str]]:
 def test_labels_written_into_the_svg_sit_where_matplotlib_puts_them(ha, words, spacing, family):
     from matplotlib.figure import Figure
 
-    from cgviz.views.pool import _svg_artists
+    from cgviz.views.svg_output import svg_artists
 
-    _, _, Label = _svg_artists()
+    _, _, Label = svg_artists()
     drawn = {}
     for cls in (Label, Text):
         fig = Figure(figsize=(3, 2))

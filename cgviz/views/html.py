@@ -359,7 +359,7 @@ class _Page:
         """The timeline SVG (ids namespaced) and the x of each step as a fraction of its width."""
         if not self.steps:
             return "", []
-        from cgviz.views.pool import figure_svg
+        from cgviz.views.svg_output import figure_svg
         from cgviz.views.timeline import timeline_figure
 
         # wide and low: the page shows it across its whole width

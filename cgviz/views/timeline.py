@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from cgviz.views.colors import MUTED_TEXT, STEP_COLORS, STEP_LABELS, TEXT_COLOR, step_color, text_color_on
-from cgviz.views.pool import figure_png, figure_svg
+from cgviz.views.svg_output import figure_png, figure_svg
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

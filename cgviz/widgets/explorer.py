@@ -873,7 +873,7 @@ class Explorer:
         """The timeline drawn with no step marked, and where its steps are: (x0, y_top,
         width, height) of the tick area in fractions of the picture, and the x limits."""
         try:
-            from cgviz.views.pool import figure_svg
+            from cgviz.views.svg_output import figure_svg
             from cgviz.views.timeline import timeline_figure
 
             fig = timeline_figure(self.trace, None)

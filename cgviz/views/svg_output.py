@@ -1,0 +1,267 @@
+"""Figures to SVG and PNG: the same bytes for the same figure, and artists that write their own SVG.
+
+matplotlib's SVG backend writes each path of a collection with ~0.15 ms of Python and measures
+each text with FreeType before placing it (~0.5 ms a label). The pool view has thousands of
+blocks and stripes and up to a few hundred labels, so its rectangles, stripes and labels are
+artists (`svg_artists`) that write their own elements when saved to SVG, where matplotlib would
+put them, and draw as usual elsewhere (Agg for PNG). matplotlib is imported lazily.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import io
+import re
+import threading
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# --- artists that write their own SVG ------------------------------------------------------
+
+
+def _svg_renderer(renderer):
+    """The SVG renderer doing the drawing, or None (savefig wraps it in a MixedModeRenderer)."""
+    from matplotlib.backends.backend_svg import RendererSVG
+
+    inner = getattr(renderer, "_renderer", renderer)
+    return inner if isinstance(inner, RendererSVG) else None
+
+
+def _per_item(values, n: int) -> list:
+    """A collection property (one value or one per item) as a list of one value per item."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if len(values) != n:
+        values = np.resize(values, (n,) + values.shape[1:])
+    return [tuple(v) for v in values.tolist()] if values.ndim > 1 else values.tolist()
+
+
+def _svg_style(face, edge, width: float) -> str:
+    """The inline style matplotlib's SVG backend writes for a path (same properties, same order)."""
+    from matplotlib.colors import rgb2hex
+
+    parts = ["fill: none"] if face is None else [f"fill: {rgb2hex(face)}"]
+    if face is not None and face[3] < 1:
+        parts.append(f"fill-opacity: {face[3]:g}")
+    if width > 0:
+        parts.append(f"stroke: {rgb2hex(edge)}")
+        if edge[3] < 1:
+            parts.append(f"stroke-opacity: {edge[3]:g}")
+        parts.append(f"stroke-width: {width:g}")
+    return "; ".join(parts)
+
+
+def _svg_points(svg, artist, points):
+    """Points in the artist's coordinates as (n, 2) SVG user units (y down)."""
+    import numpy as np
+
+    out = artist.get_transform().transform(np.asarray(points, dtype=float).reshape(-1, 2))
+    out[:, 1] = svg.height - out[:, 1]
+    return out
+
+
+def _write_rects(svg, coll) -> None:
+    """Each rectangle of a collection as one `<path>` (in an `<a>` where it has a URL)."""
+    import numpy as np
+
+    verts = [p.vertices for p in coll.get_paths()]
+    n = len(verts)
+    if n == 0:
+        return
+    starts = np.cumsum([0] + [len(v) for v in verts[:-1]])
+    every = np.concatenate(verts)
+    corners = _svg_points(svg, coll, np.stack([np.minimum.reduceat(every, starts),
+                                               np.maximum.reduceat(every, starts)], 1)).reshape(n, 4).tolist()
+    looks = zip(_per_item(coll.get_facecolor(), n), _per_item(coll.get_edgecolor(), n),
+                _per_item(coll.get_linewidths(), n))
+    urls = list(coll.get_urls()) + [None] * n
+    styles: dict[tuple, str] = {}
+    svg.open_group("rects", coll.get_gid())
+    for (xa, ya, xb, yb), look, url in zip(corners, looks, urls):
+        style = styles.get(look) or styles.setdefault(look, _svg_style(*look))
+        if url:
+            svg.writer.start("a", {"xlink:href": url, "target": "_blank"})
+        outline = f"M {xa:.2f} {ya:.2f} L {xb:.2f} {ya:.2f} L {xb:.2f} {yb:.2f} L {xa:.2f} {yb:.2f} z"
+        svg.writer.element("path", d=outline, style=style)
+        if url:
+            svg.writer.end("a")
+    svg.close_group("rects")
+
+
+def _write_stripes(svg, coll) -> None:
+    """The line segments of a collection as one `<path>` per colour and width."""
+    segs = coll.get_segments()
+    n = len(segs)
+    if n == 0:
+        return
+    ends = _svg_points(svg, coll, segs).reshape(n, 4).tolist()
+    paths: dict[tuple, list[str]] = {}
+    for (xa, ya, xb, yb), color, width in zip(ends, _per_item(coll.get_colors(), n),
+                                              _per_item(coll.get_linewidths(), n)):
+        paths.setdefault((color, width), []).append(f"M {xa:.2f} {ya:.2f} L {xb:.2f} {yb:.2f}")
+    svg.open_group("stripes", coll.get_gid())
+    for (color, width), moves in paths.items():
+        svg.writer.element("path", d=" ".join(moves), style=_svg_style(None, color, width))
+    svg.close_group("stripes")
+
+
+_GENERIC_FAMILIES = ("serif", "sans-serif", "cursive", "fantasy", "monospace")
+_ANCHORS = {"left": "start", "center": "middle", "right": "end"}
+
+
+def _css_font_family(families: tuple[str, ...]) -> str:
+    """The CSS font-family matplotlib's SVG backend writes: each generic family preceded by
+    the fonts configured for it (rcParams), specific names quoted."""
+    import matplotlib
+
+    names = []
+    for family in families:
+        family = "sans-serif" if family in ("sans", "sans serif") else family
+        if family in _GENERIC_FAMILIES:
+            names += [repr(name) for name in matplotlib.rcParams[f"font.{family}"]]
+        names.append(family if family in _GENERIC_FAMILIES else repr(family))
+    return ", ".join(dict.fromkeys(names))
+
+
+@functools.cache
+def _line_height_em(font_path: str) -> float:
+    """The height of a line of text in ems, from the font's tables as matplotlib takes it."""
+    from matplotlib.font_manager import get_font
+
+    font = get_font(font_path)
+    em = font.get_sfnt_table("head")["unitsPerEm"]
+    for table, ascent, descent in (("OS/2", "sTypoAscender", "sTypoDescender"), ("hhea", "ascent", "descent")):
+        values = font.get_sfnt_table(table)
+        if values is not None:
+            return (values[ascent] - values[descent]) / em
+    return 1.2
+
+
+@functools.lru_cache(maxsize=4096)
+def _ink_em(line: str, font_path: str) -> tuple[float, float]:
+    """(ascent, descent) of a line's glyphs in ems, measured as matplotlib's SVG backend
+    measures text to place it (at 100 px, unhinted, in 1/64 px); kept, as the same
+    labels come back in every picture of a pool."""
+    from matplotlib.font_manager import get_font
+    from matplotlib.ft2font import LoadFlags
+
+    font = get_font(font_path)
+    font.set_size(100, 72)
+    font.set_text(line, 0.0, flags=LoadFlags.NO_HINTING)
+    height, descent = font.get_width_height()[1] / 6400, font.get_descent() / 6400
+    return height - descent, descent
+
+
+def _plain_label(text) -> bool:
+    """A text `_write_label` writes as matplotlib would: unrotated, centred vertically, its
+    line spacing a number, no box around it, no alpha of its own."""
+    return (bool(text.get_text()) and text.get_verticalalignment() == "center" and not text.get_rotation()
+            and text.get_linespacing() != "normal" and text.get_bbox_patch() is None and text.get_alpha() is None)
+
+
+def _write_label(svg, text) -> None:
+    """A text's lines as `<text>` elements where matplotlib would put them: the anchor by
+    text-anchor, each line's glyphs centred in a line of the font's line height."""
+    from matplotlib.colors import rgb2hex
+    from matplotlib.font_manager import findfont
+
+    prop = text.get_fontproperties()
+    size = prop.get_size_in_points()  # in SVG a point is a unit
+    path = findfont(prop)
+    line_h = text.get_linespacing() * _line_height_em(path) * size
+    lines = text.get_text().split("\n")
+    ((x, y),) = _svg_points(svg, text, text.get_unitless_position())
+    top = y - len(lines) * line_h / 2
+    style = [f"font-size: {size:g}px", f"font-family: {_css_font_family(tuple(prop.get_family()))}",
+             f"text-anchor: {_ANCHORS[text.get_horizontalalignment()]}"]
+    if rgb2hex(text.get_color()) != "#000000":
+        style.append(f"fill: {rgb2hex(text.get_color())}")
+    svg.open_group("text", text.get_gid())
+    for i, line in enumerate(lines):
+        ascent, descent = _ink_em(line, path)
+        baseline = top + i * line_h + (line_h + (ascent - descent) * size) / 2
+        svg.writer.element("text", line, x=f"{x:.2f}", y=f"{baseline:.2f}", style="; ".join(style))
+    svg.close_group("text")
+
+
+@functools.cache
+def svg_artists():
+    """Rectangles, hatch stripes and labels that write their own SVG: (Rects, Stripes, Label).
+
+    matplotlib's SVG backend styles and writes each path of a collection separately (about
+    0.15 ms a path) and measures every text with FreeType before placing it (about 0.5 ms a
+    label); a pool has thousands of blocks and stripes and up to a few hundred labels.
+    These write one `<path>` per rectangle (in a link where it has a URL, as the backend
+    does), one `<path>` of all stripes per colour, and a label's lines where matplotlib
+    would put them (each distinct line measured once); other renderers (Agg for PNG) draw
+    them as usual, and so does SVG a label `_plain_label` does not describe. Defined on
+    first use: matplotlib is imported lazily.
+    """
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.text import Text
+
+    def drawn_by(base, write, plain=lambda artist: True):
+        def draw(self, renderer):
+            svg = _svg_renderer(renderer)
+            if svg is None or not self.get_visible() or not plain(self):
+                return base.draw(self, renderer)
+            write(svg, self)
+            self.stale = False
+
+        return draw
+
+    class Rects(PolyCollection):
+        draw = drawn_by(PolyCollection, _write_rects)
+
+    class Stripes(LineCollection):
+        draw = drawn_by(LineCollection, _write_stripes)
+
+    class Label(Text):
+        draw = drawn_by(Text, _write_label, _plain_label)
+
+    return Rects, Stripes, Label
+
+
+# --- output -------------------------------------------------------------------------------
+
+_SVG_LOCK = threading.Lock()
+# ids hashed with a fixed salt; text as <text> (written as glyph outlines, text costs
+# several times more to save, and the words could not be selected or searched)
+_SVG_RC = {"svg.hashsalt": "cgviz", "svg.fonttype": "none"}
+_SVG_LINK = re.compile(r'<a xlink:href="#((?:block|step)-[0-9a-zA-Z_-]+)" target="_blank">(.*?)</a>', re.S)
+
+
+def figure_svg(fig: "Figure", titles: Optional[dict[str, str]] = None) -> str:
+    """A figure as SVG text, the same bytes for the same figure.
+
+    No date or creator metadata, ids hashed with a fixed salt, and each element linked to
+    ``#block-…``/``#step-…`` (collection URLs) turned into a group with that id, holding a
+    ``<title>`` (a tooltip in a browser) where `titles` has one for the id.
+    """
+    import matplotlib
+
+    buf = io.BytesIO()
+    with _SVG_LOCK, matplotlib.rc_context(_SVG_RC):  # read from rcParams while saving
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue().decode("utf-8")
+    titles = titles or {}
+
+    def group(m: "re.Match") -> str:
+        title = titles.get(m.group(1))
+        head = f"<title>{html.escape(title)}</title>" if title else ""
+        return f'<g id="{m.group(1)}">{head}{m.group(2)}</g>'
+
+    return _SVG_LINK.sub(group, text)
+
+
+def figure_png(fig: "Figure", dpi: float = 100) -> bytes:
+    """A figure as PNG bytes (no software metadata)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
