@@ -20,8 +20,9 @@ Measured (medians over a sample of step changes to distinct steps, cold caches):
   and a snapshot as a delta against the previous one (docs/trace-format.md), so the file grows
   with what changes, not as steps × nodes. The same trace at the "events" level (no
   snapshots) beside it. A file over --max-json-mb is not loaded (marked so); none should be.
-- to_html: the whole trace as one page (trees by the built-in layout), its time and size,
-  how many trees and pools were drawn and stored, and the time spent drawing them.
+- to_html: the whole trace as one page (trees by the built-in layout: one drawing per tree
+  structure, the steps' node looks applied by the page), its time and size, how many trees
+  (structures), node looks and pools were drawn and stored, and the time spent drawing them.
   When Chromium is installed, the page is opened headless and timed: opening it, ▶ (the next
   step) and jumps with the slider, each to the end of the layout it causes.
 - step change: `tree_svg` (built-in layout; Graphviz on a few steps when `dot` is installed),
@@ -310,6 +311,7 @@ def measure_browser(page: str, steps: int) -> dict:
 
 
 def measure_html(trace: Trace, browser: bool = True) -> dict:
+    import cgviz.views.html_trees as states_mod
     import cgviz.views.pool as pool_mod
     import cgviz.views.tree as tree_mod
     from cgviz.views.html import to_html
@@ -326,15 +328,17 @@ def measure_html(trace: Trace, browser: bool = True) -> dict:
                 spent[name][1] += time.perf_counter() - t
         return wrapper
 
-    tree_svg, pool_svg = tree_mod.tree_svg, pool_mod.pool_svg
+    # trees: drawn per step (Graphviz), or per structure with the built-in layout (html_trees)
+    tree_svg, draw_structure, pool_svg = tree_mod.tree_svg, states_mod.draw_structure, pool_mod.pool_svg
     tree_mod.tree_svg, pool_mod.pool_svg = counting("tree", tree_svg), counting("pool", pool_svg)
+    states_mod.draw_structure = counting("tree", draw_structure)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "trace.html")
             seconds, page = _timed(lambda: to_html(trace, path, renderer="builtin"))
             size = os.path.getsize(path)
     finally:
-        tree_mod.tree_svg, pool_mod.pool_svg = tree_svg, pool_svg
+        tree_mod.tree_svg, states_mod.draw_structure, pool_mod.pool_svg = tree_svg, draw_structure, pool_svg
     start = page.index('<script type="application/json" id="cgviz-data">') + len('<script type="application/json" id="cgviz-data">')
     data = json.loads(page[start : page.index("</script>", start)])
     return {
@@ -344,6 +348,7 @@ def measure_html(trace: Trace, browser: bool = True) -> dict:
         "trees_drawn": spent["tree"][0],
         "trees_stored": len(data["trees"]),
         "tree_draw_s": round(spent["tree"][1], 2),
+        "tree_looks_stored": len(data.get("tree", {}).get("looks", [])),
         "pools_drawn": spent["pool"][0],
         "pools_stored": len(data["pools"]),
         "pool_draw_s": round(spent["pool"][1], 2),

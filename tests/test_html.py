@@ -86,12 +86,28 @@ def page_data(page: str) -> dict:
     return json.loads(parse(page).scripts["cgviz-data"])
 
 
-def svgs(data: dict, kind: str) -> list[str]:
-    lines = data["lines"]
-    out = []
-    for runs in data[kind]:
-        out.append("\n".join(lines[j] for a, n in zip(runs[::2], runs[1::2]) for j in range(a, a + n)))
+def line_indices(data: dict, kind: str) -> list[list[int]]:
+    """Each stored SVG's line indices: from its runs, or from the SVG before it and a diff
+    (``{"b": base, "o": [pos, count | -1 - line, ...]}``)."""
+    out: list[list[int]] = []
+    for item in data[kind]:
+        if isinstance(item, list):
+            out.append([j for a, n in zip(item[::2], item[1::2]) for j in range(a, a + n)])
+            continue
+        base, ops, lines, k = out[item["b"]], item["o"], [], 0
+        while k < len(ops):
+            if ops[k] < 0:
+                lines.append(-1 - ops[k])
+                k += 1
+            else:
+                lines += base[ops[k] : ops[k] + ops[k + 1]]
+                k += 2
+        out.append(lines)
     return out
+
+
+def svgs(data: dict, kind: str) -> list[str]:
+    return ["\n".join(data["lines"][j] for j in idx) for idx in line_indices(data, kind)]
 
 
 def check_offline(page: str) -> None:
@@ -408,7 +424,14 @@ window.addEventListener("load", function () {
   var D = JSON.parse(document.getElementById("cgviz-data").textContent), box = document.getElementById("tree-box");
   var ref = document.createElement("div"), bad = [], badPools = [], seen = [];
   function svgOf(t, kind) { var r = D[kind || "trees"][t], o = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(D.lines[j]); return o.join("\n"); }
-  function poolOf(t) { return svgOf(t, "pools"); }
+  function poolIdx(t) {  // a pool kept whole (runs) or as a diff against the one before
+    var r = D.pools[t], o = [];
+    if (Array.isArray(r)) { for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(j); return o; }
+    var base = poolIdx(r.b);
+    for (i = 0; i < r.o.length; i++) { if (r.o[i] < 0) o.push(-1 - r.o[i]); else { o = o.concat(base.slice(r.o[i], r.o[i] + r.o[i + 1])); i++; } }
+    return o;
+  }
+  function poolOf(t) { return poolIdx(t).map(function (j) { return D.lines[j]; }).join("\n"); }
   function groups(root) { var m = {}; root.querySelectorAll('[id^="node-"],[id^="edge-"]').forEach(function (g) { var c = g.cloneNode(true); c.classList.remove("cg-sel"); if (!c.getAttribute("class")) c.removeAttribute("class"); m[g.id] = c.outerHTML; }); return m; }
   document.getElementById("first").click();
   for (var k = 0; k < D.steps.length; k++) {

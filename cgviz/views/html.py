@@ -13,9 +13,13 @@ and `#step=N&node=M` in the address open the page at that step and node.
 
 Pictures that repeat are stored once: each distinct SVG is kept as a list of runs over a
 shared pool of SVG lines, so steps that draw the same tree share it, and trees that differ in
-a few nodes share the rest. Stepping to a tree that differs from the one shown only in some
-node or edge groups swaps just those groups. The timeline is drawn once; a marker moves
-along it.
+a few nodes share the rest; a pool may be kept as a diff against the pool before it.
+Stepping to a tree that differs from the one shown only in some node or edge groups swaps
+just those groups, and to a pool that differs only in some texts (its title's totals)
+rewrites those texts. With the built-in layout, a tree is drawn once per structure and each
+step stores only its nodes' states, which the script paints where the tree panel shows them
+(`cgviz.views.html_trees`): a long trace's export stays small and a step change costs what
+changed in view. The timeline is drawn once; a marker moves along it.
 """
 
 from __future__ import annotations
@@ -90,12 +94,24 @@ class _SvgStore:
 
 
 class _Kind:
-    """The SVGs of one view: distinct texts in order, and their runs."""
+    """The SVGs of one view: distinct texts in order, and their runs.
 
-    def __init__(self, store: _SvgStore) -> None:
+    With `diffs`, an SVG may instead be kept as ``{"b": i - 1, "o": ops}``: its lines as
+    runs over the lines of the SVG stored before it (``pos, count``) and new lines
+    (``-1 - line``), where that is shorter. Pictures that grow a block at a time, or change
+    only a title, are then a few numbers each, where runs over the shared lines grow with
+    every insertion. Every `DIFF_CHAIN`th SVG is kept whole, so that reading one applies at
+    most that many diffs.
+    """
+
+    DIFF_CHAIN = 32
+
+    def __init__(self, store: _SvgStore, diffs: bool = False) -> None:
         self.store = store
-        self.items: list[list[int]] = []
+        self.diffs = diffs
+        self.items: list[Any] = []
         self._by_runs: dict[tuple, int] = {}
+        self._last: list[int] = []
 
     def add(self, svg: str) -> int:
         runs = self.store.runs(svg)  # the runs identify the text: equal texts, equal runs
@@ -103,8 +119,47 @@ class _Kind:
         i = self._by_runs.get(key)
         if i is None:
             i = self._by_runs[key] = len(self.items)
-            self.items.append(runs)
+            self.items.append(self._stored(runs, i))
         return i
+
+    def _stored(self, runs: list[int], i: int) -> Any:
+        """What the page keeps of the `i`th SVG: its runs, or a diff where that is shorter."""
+        if not self.diffs:
+            return runs
+        lines = [j for a, n in zip(runs[::2], runs[1::2]) for j in range(a, a + n)]
+        base, self._last = self._last, lines
+        if i % self.DIFF_CHAIN:
+            ops = _diff(base, lines)
+            if len(ops) < len(runs):
+                return {"b": i - 1, "o": ops}
+        return runs
+
+
+def _diff(base: list[int], lines: list[int]) -> list[int]:
+    """`lines` as ops over `base`: ``pos, count`` copies base[pos:pos + count]; a negative
+    number is one new line (``-1 - line``). Greedy: after a change, it looks for the next line
+    where the copying stopped (an insertion) or as many lines on (a replacement), then anywhere."""
+    where: dict[int, int] = {}
+    for p, j in enumerate(base):
+        where.setdefault(j, p)
+    out: list[int] = []
+    k, end, new = 0, 0, 0
+    nb, nl = len(base), len(lines)
+    while k < nl:
+        j = lines[k]
+        p = next((q for q in (end, end + new) if q < nb and base[q] == j), where.get(j))
+        if p is None:
+            out.append(-1 - j)
+            k += 1
+            new += 1
+            continue
+        n = 1
+        while k + n < nl and p + n < nb and base[p + n] == lines[k + n]:
+            n += 1
+        out += (p, n)
+        k += n
+        end, new = p + n, 0
+    return out
 
 
 def _linear(ax: Any, width: float, n: int) -> list[float]:
@@ -192,7 +247,7 @@ class _Page:
         self.notices: list[str] = []
         self.store = _SvgStore()
         self.trees = _Kind(self.store)
-        self.pools = _Kind(self.store)
+        self.pools = _Kind(self.store, diffs=True)
         self.node_recs: list[list] = []
         self._node_by_id: dict[int, int] = {}
         self._node_by_key: dict[tuple, int] = {}
@@ -303,22 +358,31 @@ class _Page:
         - ``steps``: per step ``[tree, pool, snap, node, banner]``: indices into ``trees``,
           ``pools``, ``snaps`` and ``banners`` (-1: none), and the step's node id;
         - ``lines``: the distinct lines of every SVG; ``trees``/``pools``: each SVG as runs
-          ``[start, count, ...]`` over ``lines`` (its text is those lines joined by newlines);
+          ``[start, count, ...]`` over ``lines`` (its text is those lines joined by newlines),
+          or a pool as a diff against the pool before it (`_Kind`);
         - ``nodes``: distinct node records ``[id, function, kind, parent, children, generation,
           replays, signature, outputs]``, each output ``[index, state, shape, dtype, size,
           address, alias_of]``; ``snaps``: per distinct snapshot its nodes (runs over
           ``nodes``), ``path``, current node ``cur``, ``state`` and generation ``gen``;
-        - ``banners``: ``{"head": text, "items": [text, ...]}`` for generation steps.
+        - ``banners``: ``{"head": text, "items": [text, ...]}`` for generation steps;
+        - ``tree``, with the built-in layout only (`html_trees.TreeStates.data`): a step's
+          ``tree`` is then the index of its tree's structure in ``tree.structs``, drawn once,
+          and the step's node looks come from ``tree.delta`` and ``tree.keys``.
         """
         steps_out: list[list] = []
         if not self.steps:
             return {"steps": steps_out}
         have_snapshots = any(s.snapshot is not None for s in self.steps)
+        states = None
         if have_snapshots:
             from cgviz.views.pool import pool_svg
             from cgviz.views.tree import tree_svg
 
             renderer = self._tree_renderer()
+            if renderer == "builtin":
+                from cgviz.views.html_trees import TreeStates
+
+                states = TreeStates(lambda svg: self.trees.add(_strip_prolog(svg)))
         tree_cache: dict[tuple, int] = {}
         pool_cache: dict[tuple, int] = {}
         pool_by_id: dict[int, int] = {}
@@ -330,11 +394,14 @@ class _Page:
                 functions[step.node] = step.function
             tree = pool = sidx = -1
             if snap is not None:
-                key = self._tree_key(step)
-                tree = tree_cache.get(key, -1)
-                if tree < 0:
-                    svg = _strip_prolog(tree_svg(snap, step, renderer=renderer))
-                    tree = tree_cache[key] = self.trees.add(svg)
+                if states is not None:  # the structure's index: its drawing comes at the end
+                    tree = states.add(step)
+                else:
+                    key = self._tree_key(step)
+                    tree = tree_cache.get(key, -1)
+                    if tree < 0:
+                        svg = _strip_prolog(tree_svg(snap, step, renderer=renderer))
+                        tree = tree_cache[key] = self.trees.add(svg)
                 pool = pool_by_id.get(id(snap), -1)
                 if pool < 0:
                     key = _pool_key(snap)
@@ -345,7 +412,8 @@ class _Page:
                 sidx = self._snap_index(snap)
             last_snap = snap or last_snap
             steps_out.append([tree, pool, sidx, step.node, self._banner(step, last_snap, functions)])
-        return {
+        tree_states = states.data() if states is not None else None
+        out = {
             "steps": steps_out,
             "lines": self.store.lines,
             "trees": self.trees.items,
@@ -354,6 +422,9 @@ class _Page:
             "snaps": self.snap_recs,
             "banners": self.banners,
         }
+        if tree_states is not None:
+            out["tree"] = tree_states
+        return out
 
     def _timeline(self) -> tuple[str, list[float]]:
         """The timeline SVG (ids namespaced) and the x of each step as a fraction of its width."""
@@ -376,6 +447,8 @@ class _Page:
 
     # -- markup -------------------------------------------------------------------------------
     def build(self) -> str:
+        from cgviz.views.html_trees import EDGE_CSS
+
         data = self._data()
         empty = self._empty_message()
         if self.steps and empty:
@@ -389,7 +462,7 @@ class _Page:
         n = len(self.steps)
         return _TEMPLATE.format(
             title=_e(self.title),
-            css=_CSS + self._kind_css(),
+            css=_CSS + EDGE_CSS + self._kind_css(),
             header=self._header(),
             n_max=max(n - 1, 0),
             n=n,
@@ -643,11 +716,114 @@ function morph(a, b) {
   var xs = Array.prototype.slice.call(ka), ys = Array.prototype.slice.call(kb);
   for (i = 0; i < xs.length; i++) morph(xs[i], ys[i]);
 }
+var T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], geo = {}, must = {};
+function stateAt(i) {
+  // node id -> [look, replays] after step i: on from the state last computed when that is at most
+  // a keyframe's distance before i, else from the keyframe before i (a jump costs at most that)
+  if (!tState || tAt > i || i - tAt > T.every) {
+    var k = i - i % T.every, f = T.keys[k]; tState = {}; tAt = k;
+    for (var j = 0; j < f.length; j += 3) tState[f[j]] = [f[j + 1], f[j + 2]];
+  }
+  for (var s = tAt + 1; s <= i; s++) {
+    var d = T.delta[s];
+    for (j = 0; j < d.length; j += 3) { if (d[j + 1] < 0) delete tState[d[j]]; else tState[d[j]] = [d[j + 1], d[j + 2]]; }
+  }
+  tAt = i; return tState;
+}
+function copyOf(m) { var o = {}; for (var k in m) o[k] = m[k]; return o; }
+function replays(n) { return n + (n === 1 ? " replay" : " replays"); }
+function paintNode(g, v, was) {
+  // a new replay count alone rewrites one text; a new look redraws the box
+  var L = T.looks[v[0]];
+  if (was[0] === v[0]) { g.getElementsByTagName("text")[L[3]].textContent = L[4].replace("\ue000", replays(v[1])); return; }
+  g.setAttribute("class", L[0] + (sel != null && g.id === "node-" + sel ? " cg-sel" : "")); g.setAttribute("fill", L[1]);
+  g.innerHTML = L[2].replace("\ue000", replays(v[1])).split("\ue001").join(g.dataset.w).split("\ue002").join(g.dataset.cx);
+}
+function setTreeState(i, st) {
+  // the structure's drawing once; then the step's state, painted where it shows (paintNodes)
+  if (st[0] !== shownStruct) {
+    var s = T.structs[st[0]], gs;
+    $("tree-box").innerHTML = unrun(D.trees[s[0]]); shownStruct = st[0]; hot = []; geo = {};
+    shownState = copyOf(stateAt(s[1]));
+    gs = $("tree-box").querySelectorAll('g[id^="node-"]');
+    for (var k = 0; k < gs.length; k++) {
+      var m = /translate\(([-\d.]+),([-\d.]+)\)/.exec(gs[k].getAttribute("transform"));
+      geo[gs[k].id.slice(5)] = [+m[1], +m[2], +gs[k].dataset.w];
+    }
+  }
+  stateAt(i);
+  // the nodes this step names, and those the step before named, are painted wherever they are
+  var now = {}, sn = D.snaps[st[2]];
+  [st[3], sn.cur, sel].forEach(function (id) { if (id != null) now[id] = 1; });
+  var both = copyOf(must); for (var id in now) both[id] = 1;
+  must = now; markPath(sn.path);
+  return both;
+}
+function paintNodes(also) {
+  // repaint the nodes whose look or replay count differ from the step's: those in view or near it
+  // (half a box around), and `also`; the others when scrolled to (a jump then costs what shows)
+  if (!T || shownStruct < 0) return;
+  var box = $("tree-box"), svg = box.querySelector("svg"), b = box.getBoundingClientRect(), r = svg.getBoundingClientRect();
+  var f = naturalWidth(svg) / r.width || 1, x0 = (b.left - b.width / 2 - r.left) * f, x1 = (b.right + b.width / 2 - r.left) * f;
+  var y0 = (b.top - b.height / 2 - r.top) * f - 400, y1 = (b.bottom + b.height / 2 - r.top) * f;
+  for (var id in tState) {
+    var a = shownState[id], v = tState[id], p = geo[id];
+    if (a[0] === v[0] && a[1] === v[1]) continue;
+    if (!(also && also[id]) && (p[0] > x1 || p[0] + p[2] < x0 || p[1] > y1 || p[1] < y0)) continue;
+    paintNode(document.getElementById("node-" + id), v, a); shownState[id] = v;
+  }
+}
+function markPath(path) {
+  // the edges of the current path take their path stroke, drawn last (over their siblings' elbows)
+  for (var j = 0; j < hot.length; j++) hot[j].classList.remove("on-path");
+  hot = [];
+  for (j = 0; j + 1 < path.length; j++) {
+    var e = document.getElementById("edge-" + path[j] + "-" + path[j + 1]);
+    if (e) { e.classList.add("on-path"); e.parentNode.appendChild(e); hot.push(e); }
+  }
+}
+var poolShown = null, TEXT_LINE = /^\s*(<text\b[^>]*>)([^<]*)<\/text>\s*$/;
 function setPool(t) {
-  var box = $("pool-box"), tmp = document.createElement("div"), old = box.firstElementChild;
-  tmp.innerHTML = unrun(D.pools[t]);
-  if (old && old.tagName.toLowerCase() === "svg") morph(old, tmp.firstElementChild);
-  else { box.textContent = ""; box.appendChild(tmp.firstElementChild); }
+  var box = $("pool-box"), tmp = document.createElement("div"), old = box.firstElementChild, next = poolLines(t);
+  var svg = old && old.tagName.toLowerCase() === "svg";
+  if (!(svg && poolShown && patchTexts(old, poolShown, next))) {
+    tmp.innerHTML = next.map(function (j) { return D.lines[j]; }).join("\n");
+    if (svg) morph(old, tmp.firstElementChild);
+    else { box.textContent = ""; box.appendChild(tmp.firstElementChild); }
+  }
+  poolShown = next;
+}
+var poolMemo = {}, poolMemoSize = 0;
+function poolLines(t) {
+  // a pool's line indices: from its runs, or from the pool before it and a diff (see _Kind)
+  var r = D.pools[t];
+  if (Array.isArray(r)) return lineIndex(r);
+  if (poolMemo[t]) return poolMemo[t];
+  var base = poolLines(r.b), o = r.o, out = [];
+  for (var k = 0; k < o.length; k++) {
+    if (o[k] < 0) out.push(-1 - o[k]);
+    else { for (var j = o[k]; j < o[k] + o[k + 1]; j++) out.push(base[j]); k++; }
+  }
+  if (++poolMemoSize > 64) { poolMemo = {}; poolMemoSize = 0; }
+  return (poolMemo[t] = out);
+}
+function patchTexts(svg, a, b) {
+  // pools that differ only in a few texts (the totals in the title, in a replay loop): rewrite
+  // those texts rather than parse and compare the whole drawing
+  if (a.length !== b.length) return false;
+  var edits = [], n = 0, tmp = document.createElement("div");
+  for (var p = 0; p < b.length; p++) {
+    var line = D.lines[a[p]];
+    if (a[p] !== b[p]) {
+      var x = TEXT_LINE.exec(line), y = TEXT_LINE.exec(D.lines[b[p]]);
+      if (!x || !y || x[1] !== y[1] || edits.length > 8) return false;
+      edits.push([n, y[2]]);
+    }
+    if (line.indexOf("<text") >= 0) n += line.split(/<text\b/).length - 1;
+  }
+  var texts = svg.getElementsByTagName("text");
+  for (p = 0; p < edits.length; p++) { tmp.innerHTML = edits[p][1]; texts[edits[p][0]].textContent = tmp.textContent; }
+  return true;
 }
 function unrun(r) { var out = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) out.push(D.lines[j]); return out.join("\n"); }
 function el(tag, cls, text) { var e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
@@ -706,12 +882,13 @@ function markSelected() {
 var boxW = 0;
 function measure() { boxW = $("tree-box").clientWidth - 12; }
 function naturalWidth(svg) { var w = svg.getAttribute("width") || "", v = parseFloat(w); return /pt$/.test(w) ? v * 4 / 3 : v; }
-function placeTree() {
+function placeTree(also) {
   // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node of interest
-  // (no layout is read here: a large tree's layout is the costly part of a step, let the browser do it once)
+  // (a tree drawn once per structure reads where the panel shows it, to paint only the nodes in view)
   var box = $("tree-box"), svg = box.querySelector("svg"); if (!svg) return;
   var nat = naturalWidth(svg), fit = $("fit").checked || (nat > boxW && boxW / nat >= 0.6);
   box.classList.toggle("fit", fit);
+  paintNodes(also);
   if (!fit && nat > boxW) requestAnimationFrame(scrollToNode);
 }
 function scrollToNode() {
@@ -737,13 +914,12 @@ function show(i, keepHash) {
   var b = $("banner");
   if (st[4] >= 0) { var bn = D.banners[st[4]]; b.textContent = ""; b.appendChild(el("div", null, bn.head)); if (bn.items.length) { var ul = el("ul"); bn.items.forEach(function (t) { ul.appendChild(el("li", null, t)); }); b.appendChild(ul); } b.hidden = false; }
   else b.hidden = true;
-  if (st[0] !== shownTree) {
-    shownTree = st[0];
-    if (st[0] >= 0) setTree(st[0]);
-    else { shownLines = null; msg($("tree-box"), $("tree-box").dataset.empty || "No snapshot was recorded for this step."); }
-  }
-  markSelected(); placeTree();
-  if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) setPool(st[1]); else msg($("pool-box"), "No snapshot of the pool for this step."); }
+  if (st[0] < 0) {
+    if (shownTree !== -1) { shownTree = shownStruct = -1; shownLines = null; msg($("tree-box"), $("tree-box").dataset.empty || "No snapshot was recorded for this step."); }
+  } else if (T) { shownTree = -2; var also = setTreeState(i, st); }
+  else if (st[0] !== shownTree) { shownTree = st[0]; setTree(st[0]); }
+  markSelected(); placeTree(also);
+  if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) setPool(st[1]); else { poolShown = null; msg($("pool-box"), "No snapshot of the pool for this step."); } }
   if (st[2] >= 0) {
     var sn = D.snaps[st[2]], word = {warmup: "warming up", recording: "recording", execution: "replaying"}[sn.state] || sn.state;
     $("snapinfo").textContent = "generation " + sn.gen + " · " + (sn.path.length ? word + " path " + (sn.path.length > 12 ? sn.path.slice(0, 3).join(" → ") + " → … → " + sn.path.slice(-3).join(" → ") + " (" + sn.path.length + " nodes)" : sn.path.join(" → ")) + (sn.cur == null ? "" : " · current node " + sn.cur) : "no current path: the next call starts from the roots") +
@@ -769,7 +945,8 @@ $("next").onclick = function () { show(cur + 1); };
 $("last").onclick = function () { show(N - 1); };
 slider.oninput = function () { show(+slider.value); };
 $("steps").onclick = function (e) { var li = e.target.closest("li"); if (li) show(+li.dataset.i); };
-$("fit").onchange = placeTree;
+$("fit").onchange = function () { placeTree(); };
+$("tree-box").addEventListener("scroll", function () { paintNodes(); });
 window.addEventListener("resize", function () { measure(); placeTree(); });
 measure();
 $("tree-box").onclick = function (e) {

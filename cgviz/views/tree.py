@@ -677,11 +677,10 @@ def _place_row(contours: list[_Contour], gap: float) -> tuple[list[float], Optio
 
 
 def _tidy_layout(
-    cards: list[_Card], sizes: dict[int, tuple[float, float]], snapshot: "Snapshot"
+    ids: set[int], sizes: dict[int, tuple[float, float]], snapshot: "Snapshot"
 ) -> tuple[dict[int, float], dict[int, int]]:
     """x centre and depth of every node: children centred under their parent, subtrees packed
     side by side without overlap (Reingold–Tilford), roots side by side."""
-    ids = {c.id for c in cards}
     children: dict[int, list[int]] = {}
     roots: list[int] = []
     for n in snapshot.nodes:
@@ -840,104 +839,119 @@ def builtin_tree_svg(
 
     cards = _cards(snapshot, step, selected)
     sizes = {c.id: _card_size(c) for c in cards}
-    xs, depth = _tidy_layout(cards, sizes, snapshot)
-    # rows: one per depth, as tall as its tallest node
-    n_rows = max(depth.values()) + 1
-    row_h = [0.0] * n_rows
-    for c in cards:
-        d = depth[c.id]
-        row_h[d] = max(row_h[d], sizes[c.id][1])
-    row_top = []
-    for d in range(n_rows):
-        row_top.append(y)
-        y += row_h[d] + _LEVEL_GAP
-    height = y - _LEVEL_GAP + _MARGIN
-    left = min(xs[c.id] - sizes[c.id][0] / 2 for c in cards)
-    shift = _MARGIN - left
-    right = max(xs[c.id] + sizes[c.id][0] / 2 for c in cards) + shift
+    box, depth, right, height = _boxes([c.id for c in cards], sizes, snapshot, y)
     width = max(width, right + _MARGIN)
-
     by_id = {c.id: c for c in cards}
-    box: dict[int, tuple[float, float, float, float]] = {}
-    for c in cards:
-        w, h = sizes[c.id]
-        cx = xs[c.id] + shift
-        box[c.id] = (cx - w / 2, row_top[depth[c.id]], w, h)
 
     # edges: elbows from the parent's bottom to the child's top, the label over the child's drop
     on_path = _on_path_edges(snapshot)
     edges_plain: list[str] = []
     edges_path: list[str] = []
-    bg = s["background"]
     for parent, child, function in _edges(snapshot):
         if parent not in box or child not in box or depth[child] != depth[parent] + 1:
             continue
-        px, py, pw, ph = box[parent]
-        cx, cy, cw, _ = box[child]
-        x1, y1 = px + pw / 2, py + ph
-        x2, y2 = cx + cw / 2, cy - (4 if by_id[child].selected else 0)  # to the outer ring if selected
-        ye = cy - _LEVEL_GAP + 15
         hot = (parent, child) in on_path
-        ah, al = (5.5, 10.0) if hot else (4.0, 7.0)  # arrowhead half-width and length
-        if abs(x1 - x2) < 0.5:
-            d = f"M{x1:.1f},{y1:.1f}V{y2 - al + 1:.1f}"
-        else:
-            r = min(6.0, abs(x2 - x1) / 2)
-            sx = r if x2 > x1 else -r
-            d = (f"M{x1:.1f},{y1:.1f}V{ye - r:.1f}Q{x1:.1f},{ye:.1f} {x1 + sx:.1f},{ye:.1f}"
-                 f"H{x2 - sx:.1f}Q{x2:.1f},{ye:.1f} {x2:.1f},{ye + r:.1f}V{y2 - al + 1:.1f}")
-        lw = _text_width(function, _SIZE_EDGE) + 8
-        ly = cy - 18
+        inner = _edge_inner(box[parent], box[child], function, hot, by_id[child].selected)
         (edges_path if hot else edges_plain).append(
             f'<g id="edge-{parent}-{child}" class="cgviz-edge{" on-path" if hot else ""}" '
-            f'data-parent="{parent}" data-child="{child}"{_PATH_EDGE if hot else _PLAIN_EDGE}>'
-            f'<path d="{d}" fill="none"/>'
-            f'<path d="M{x2 - ah:.1f},{y2 - al:.1f}L{x2:.1f},{y2:.1f}L{x2 + ah:.1f},{y2 - al:.1f}Z" stroke="none"/>'
-            f'<rect x="{x2 - lw / 2:.1f}" y="{ly - 7:.1f}" width="{lw:.1f}" height="13" rx="2" fill="{bg}" '
-            f'stroke="none"/>'
-            f'<text x="{x2:.1f}" y="{ly + 3.5:.1f}" stroke="none" fill="{s["edge_label"]}">{_e(function)}</text>'
-            "</g>"
+            f'data-parent="{parent}" data-child="{child}"{_PATH_EDGE if hot else _PLAIN_EDGE}>{inner}</g>'
         )
 
     # nodes: a group per node, moved into place; text inherits size, colour and anchor from it
     nodes: list[str] = []
     for c in cards:
         x0, y0, w, h = box[c.id]
-        cx = f"{w / 2:.1f}"
-        dash = ' stroke-dasharray="5 3"' if c.dashed else ""
-        muted = _MUTED if c.text_color == _TEXT else c.text_color
-        parts = [
+        ring = (f'<rect x="-4" y="-4" width="{w + 8:.1f}" height="{h + 8:.1f}" rx="8" fill="none" '
+                f'stroke="{c.border}" stroke-width="{c.width:g}"/>' if c.selected else "")
+        nodes.append(
             f'<g id="node-{c.id}" class="{c.classes}" data-node="{c.id}" transform="translate({x0:.1f},{y0:.1f})" '
-            f'font-size="{_SIZE_META:g}" fill="{muted}" text-anchor="middle">'
-            f"<title>{_e(c.title)} (node {c.id})</title>"
-        ]
-        if c.selected:
-            parts.append(f'<rect x="-4" y="-4" width="{w + 8:.1f}" height="{h + 8:.1f}" rx="8" fill="none" '
-                         f'stroke="{c.border}" stroke-width="{c.width:g}"/>')
-        parts.append(f'<rect width="{w:.1f}" height="{h:.1f}" rx="6" fill="{c.fill}" stroke="{c.border}" '
-                     f'stroke-width="{c.width:g}"{dash}/>')
-        ty = _PAD_Y
-        for text, color in c.badges:
-            parts.append(f'<text x="{cx}" y="{ty + 10:.1f}" font-size="{_SIZE_BADGE:g}" font-weight="bold" '
-                         f'fill="{color}">{_e(text)}</text>')
-            ty += _LINE_BADGE
-        parts.append(f'<text x="{cx}" y="{ty + 14:.1f}" font-size="{_SIZE_TITLE:g}" font-weight="bold" '
-                     f'fill="{c.text_color}">{_e(c.title)}</text>')
-        ty += _LINE_TITLE
-        for line in c.meta:
-            parts.append(f'<text x="{cx}" y="{ty + 9.5:.1f}">{_e(line)}</text>')
-            ty += _LINE_META
-        ty += 3
-        for mark, mcolor, text, tcolor in c.outputs:
-            mark_span = (f'<tspan fill="{mcolor}" font-weight="bold" font-size="{_SIZE_MARK:g}">{mark}</tspan> '
-                         if mark else "")
-            parts.append(f'<text x="{_PAD_X:g}" y="{ty + 10.5:.1f}" text-anchor="start" font-size="{_SIZE_OUTPUT:g}" '
-                         f'fill="{tcolor}">{mark_span}{_e(text)}</text>')
-            ty += _LINE_OUTPUT
-        parts.append("</g>")
-        nodes.append("".join(parts))
+            f'font-size="{_SIZE_META:g}" fill="{_card_muted(c)}" text-anchor="middle">'
+            f"<title>{_e(c.title)} (node {c.id})</title>{ring}{_node_inner(c, f'{w:.1f}', f'{w / 2:.1f}', h)}</g>"
+        )
 
     return _svg_doc(width, height, head + ['<g class="cgviz-edges">'] + edges_plain + edges_path + ["</g>"] + nodes)
+
+
+def _boxes(
+    ids: list[int], sizes: dict[int, tuple[float, float]], snapshot: "Snapshot", top: float
+) -> tuple[dict[int, tuple[float, float, float, float]], dict[int, int], float, float]:
+    """Every node's box (x, y, w, h) below `top`, its depth, and the right and bottom edges of
+    the drawing: rows one per depth, each as tall as its tallest box, boxes top-aligned."""
+    xs, depth = _tidy_layout(set(ids), sizes, snapshot)
+    n_rows = max(depth.values()) + 1
+    row_h = [0.0] * n_rows
+    for i in ids:
+        row_h[depth[i]] = max(row_h[depth[i]], sizes[i][1])
+    row_top = []
+    y = top
+    for d in range(n_rows):
+        row_top.append(y)
+        y += row_h[d] + _LEVEL_GAP
+    left = min(xs[i] - sizes[i][0] / 2 for i in ids)
+    shift = _MARGIN - left
+    right = max(xs[i] + sizes[i][0] / 2 for i in ids) + shift
+    box: dict[int, tuple[float, float, float, float]] = {}
+    for i in ids:
+        w, h = sizes[i]
+        box[i] = (xs[i] + shift - w / 2, row_top[depth[i]], w, h)
+    return box, depth, right, y - _LEVEL_GAP + _MARGIN
+
+
+def _card_muted(card: _Card) -> str:
+    """The colour of a box's secondary text (its group's fill): muted, or the stale grey."""
+    return _MUTED if card.text_color == _TEXT else card.text_color
+
+
+def _node_inner(c: _Card, w: str, cx: str, h: float) -> str:
+    """A node box's rectangle and texts, relative to its group; `w` and `cx` (its width and
+    centre) come formatted, so a page can draw the same box at a width it chooses later."""
+    dash = ' stroke-dasharray="5 3"' if c.dashed else ""
+    parts = [f'<rect width="{w}" height="{h:.1f}" rx="6" fill="{c.fill}" stroke="{c.border}" '
+             f'stroke-width="{c.width:g}"{dash}/>']
+    ty = _PAD_Y
+    for text, color in c.badges:
+        parts.append(f'<text x="{cx}" y="{ty + 10:.1f}" font-size="{_SIZE_BADGE:g}" font-weight="bold" '
+                     f'fill="{color}">{_e(text)}</text>')
+        ty += _LINE_BADGE
+    parts.append(f'<text x="{cx}" y="{ty + 14:.1f}" font-size="{_SIZE_TITLE:g}" font-weight="bold" '
+                 f'fill="{c.text_color}">{_e(c.title)}</text>')
+    ty += _LINE_TITLE
+    for line in c.meta:
+        parts.append(f'<text x="{cx}" y="{ty + 9.5:.1f}">{_e(line)}</text>')
+        ty += _LINE_META
+    ty += 3
+    for mark, mcolor, text, tcolor in c.outputs:
+        mark_span = (f'<tspan fill="{mcolor}" font-weight="bold" font-size="{_SIZE_MARK:g}">{mark}</tspan> '
+                     if mark else "")
+        parts.append(f'<text x="{_PAD_X:g}" y="{ty + 10.5:.1f}" text-anchor="start" font-size="{_SIZE_OUTPUT:g}" '
+                     f'fill="{tcolor}">{mark_span}{_e(text)}</text>')
+        ty += _LINE_OUTPUT
+    return "".join(parts)
+
+
+def _edge_inner(pbox: tuple[float, float, float, float], cbox: tuple[float, float, float, float],
+                function: str, hot: bool, selected: bool = False) -> str:
+    """An edge's elbow, arrowhead and label from a parent's box to a child's (x, y, w, h)."""
+    px, py, pw, ph = pbox
+    cx, cy, cw, _ = cbox
+    x1, y1 = px + pw / 2, py + ph
+    x2, y2 = cx + cw / 2, cy - (4 if selected else 0)  # to the outer ring if selected
+    ye = cy - _LEVEL_GAP + 15
+    ah, al = (5.5, 10.0) if hot else (4.0, 7.0)  # arrowhead half-width and length
+    if abs(x1 - x2) < 0.5:
+        d = f"M{x1:.1f},{y1:.1f}V{y2 - al + 1:.1f}"
+    else:
+        r = min(6.0, abs(x2 - x1) / 2)
+        sx = r if x2 > x1 else -r
+        d = (f"M{x1:.1f},{y1:.1f}V{ye - r:.1f}Q{x1:.1f},{ye:.1f} {x1 + sx:.1f},{ye:.1f}"
+             f"H{x2 - sx:.1f}Q{x2:.1f},{ye:.1f} {x2:.1f},{ye + r:.1f}V{y2 - al + 1:.1f}")
+    lw = _text_width(function, _SIZE_EDGE) + 8
+    ly = cy - 18
+    return (f'<path d="{d}" fill="none"/>'
+            f'<path d="M{x2 - ah:.1f},{y2 - al:.1f}L{x2:.1f},{y2:.1f}L{x2 + ah:.1f},{y2 - al:.1f}Z" stroke="none"/>'
+            f'<rect x="{x2 - lw / 2:.1f}" y="{ly - 7:.1f}" width="{lw:.1f}" height="13" rx="2" '
+            f'fill="{STYLE["background"]}" stroke="none"/>'
+            f'<text x="{x2:.1f}" y="{ly + 3.5:.1f}" stroke="none" fill="{STYLE["edge_label"]}">{_e(function)}</text>')
 
 
 def _svg_doc(width: float, height: float, body: Iterable[str]) -> str:

@@ -1,0 +1,273 @@
+"""The HTML export's trees with the built-in layout: one drawing per tree structure, and per
+step only what its nodes look like.
+
+A long trace has thousands of steps whose trees differ only in a few nodes' states (replay
+counts, which node is current or replaying, live/dead marks), so drawing a tree per step costs
+minutes and tens of megabytes, and showing one costs the browser a full layout. Here a tree is
+drawn once per *structure* (node ids, parents, functions, kinds, generations, signatures and
+output shapes) with every box as wide and as tall as the widest and tallest state the steps
+give it; a node's look (classes, colours, badges, output marks: the box's markup with
+placeholders for its width, centre and replay count) is stored once; and each step stores only
+the nodes whose look or replay count changed since the step before, with the whole state every
+`KEYFRAME` steps, so that the page reaches any step by applying at most that many deltas and
+then repaints only the nodes that differ from what it shows, and of those only the ones in (or
+near) the tree panel's view: the others as they are scrolled to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from cgviz.views import tree as _tree
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import NodeView, Snapshot, Step
+
+__all__ = ["TreeStates", "KEYFRAME"]
+
+#: The whole state of the tree is stored every this many steps: a jump applies at most this
+#: many steps' deltas (each a few numbers), however far it goes.
+KEYFRAME = 100
+
+# placeholders in a look's markup, filled in by the page: the replay count's words, the box's
+# width and its centre (both as the drawing of the structure gives them, on the node's group)
+REPLAYS, WIDTH, CENTRE = "\ue000", "\ue001", "\ue002"
+
+_EDGE_GROUP = f' font-size="{_tree._SIZE_EDGE:g}" text-anchor="middle"'
+_EDGE_PLAIN = f' stroke="{_tree.STYLE["edge"]}" fill="{_tree.STYLE["edge"]}" stroke-width="1.3"'
+_EDGE_PATH = (f' stroke="{_tree.STYLE["path_edge"]}" fill="{_tree.STYLE["path_edge"]}" '
+              f'stroke-width="{_tree.STYLE["path_width"]:g}" stroke-linejoin="round"')
+
+#: The page's CSS for the edges drawn here: each edge holds its plain and its on-path stroke,
+#: and the class "on-path" picks one.
+EDGE_CSS = ("#tree-box .cg-e1{display:none}#tree-box .on-path>.cg-e1{display:inline}"
+            "#tree-box .on-path>.cg-e0{display:none}")
+
+
+class _Structure:
+    """One tree structure: the first step drawn with it, and its nodes (as `_static` keys them)."""
+
+    __slots__ = ("index", "first", "snapshot", "ids", "statics")
+
+    def __init__(self, index: int, first: int, snapshot: "Snapshot", statics: tuple[int, ...]) -> None:
+        self.index = index
+        self.first = first
+        self.snapshot = snapshot
+        self.ids = [n.id for n in snapshot.nodes]
+        self.statics = statics
+
+
+class _Frame:
+    """The tree after one step: its structure and, per node (in the structure's order), its
+    look and replay count."""
+
+    __slots__ = ("structure", "looks", "replays")
+
+    def __init__(self, structure: _Structure, looks: tuple, replays: tuple) -> None:
+        self.structure = structure
+        self.looks = looks
+        self.replays = replays
+
+    def state(self) -> dict[int, tuple[int, int]]:
+        return dict(zip(self.structure.ids, zip(self.looks, self.replays)))
+
+
+class TreeStates:
+    """Builds the trees of a page step by step (`add`), then the page's data (`data`).
+
+    `svg_index` stores a drawing and returns its index among the page's trees (the page keeps
+    drawings as runs over shared lines).
+    """
+
+    def __init__(self, svg_index: Callable[[str], int]) -> None:
+        self._svg_index = svg_index
+        self._statics: dict[int, int] = {}  # id(NodeView) -> index of what the structure keeps of it
+        self._static_by_key: dict[tuple, int] = {}
+        # per static node: its box's largest width and height and smallest height over all steps,
+        # so that a node is as wide in every structure and growing trees share their drawings' lines
+        self._sizes: list[list[float]] = []
+        self._structures: dict[tuple, _Structure] = {}
+        self._structure_of: dict[int, _Structure] = {}  # id(Snapshot) ->
+        self._frames: dict[tuple, _Frame] = {}
+        self._cards: dict[tuple, tuple[int, int, tuple[float, float]]] = {}
+        self._look_index: dict[tuple, int] = {}
+        self.looks: list[list[str]] = []
+        self._steps: list[Optional[_Frame]] = []
+
+    # -- per step -------------------------------------------------------------------------------
+    def add(self, step: "Step") -> int:
+        """Record the tree after `step`; the index of its structure among the page's structures
+        (its drawing comes later, in `data`), or -1 when the step has no snapshot."""
+        snap = step.snapshot
+        if snap is None:
+            self._steps.append(None)
+            return -1
+        frame = self._frame(snap, step)
+        self._steps.append(frame)
+        return frame.structure.index
+
+    def _structure(self, snap: "Snapshot") -> _Structure:
+        s = self._structure_of.get(id(snap))
+        if s is None:
+            key = tuple(self._static(n) for n in snap.nodes)
+            s = self._structures.get(key)
+            if s is None:
+                s = self._structures[key] = _Structure(len(self._structures), len(self._steps), snap, key)
+            self._structure_of[id(snap)] = s
+        return s
+
+    def _static(self, n: "NodeView") -> int:
+        """What a structure keeps of a node: all that does not change while steps run."""
+        i = self._statics.get(id(n))
+        if i is None:
+            key = (n.id, n.parent, n.function, n.kind, n.generation, n.signature, tuple(n.children),
+                   tuple((o.index, o.dtype, tuple(o.shape), o.nbytes, o.alias_of) for o in n.outputs))
+            i = self._static_by_key.get(key)
+            if i is None:
+                i = self._static_by_key[key] = len(self._sizes)
+                self._sizes.append([0.0, 0.0, float("inf")])
+            self._statics[id(n)] = i
+        return i
+
+    def _frame(self, snap: "Snapshot", step: "Step") -> _Frame:
+        active = step.node if step.kind in _tree._STEP_BADGES else None
+        inval = _tree._invalidated_now(step)
+        key = (id(snap), active, step.kind if active is not None else None, tuple(sorted(inval)))
+        frame = self._frames.get(key)
+        if frame is None:
+            structure = self._structure(snap)
+            path = set(snap.path)
+            looks, replays = [], []
+            for n, static in zip(snap.nodes, structure.statics):
+                look, rep, (w, h) = self._card(snap, n, step, path, inval, n.id == active)
+                looks.append(look)
+                replays.append(rep)
+                size = self._sizes[static]
+                if w > size[0]:
+                    size[0] = w
+                if h > size[1]:
+                    size[1] = h
+                if h < size[2]:
+                    size[2] = h
+            frame = self._frames[key] = _Frame(structure, tuple(looks), tuple(replays))
+        return frame
+
+    def _card(self, snap: "Snapshot", n: "NodeView", step: "Step", path: set[int], inval: set[int],
+              active: bool) -> tuple[int, int, tuple[float, float]]:
+        """A node's look index, replay count and box size after `step`."""
+        key = (id(n), n.id in path, snap.current_node == n.id, step.kind if active else None, n.id in inval)
+        got = self._cards.get(key)
+        if got is None:
+            card = _tree._card(snap, n, step, None, path, inval)
+            got = self._cards[key] = (self._look(card, n), n.replays, _tree._card_size(card))
+        return got
+
+    def _look(self, card: Any, n: "NodeView") -> int:
+        """The index of a box's look: its classes, its text colour, its markup with the replay
+        count, width and centre left as placeholders (the page fills them in), and which of its
+        texts says the replay count, and how (so that a new count alone rewrites that text)."""
+        meta = list(card.meta)
+        meta[1] = f"gen {n.generation} · {REPLAYS}"
+        blank = replace(card, meta=meta)
+        height = _tree._card_size(card)[1]
+        inner = (f"<title>{_tree._e(card.title)} (node {card.id})</title>"
+                 + _tree._node_inner(blank, WIDTH, CENTRE, height))
+        key = (card.classes, _tree._card_muted(card), inner, len(card.badges) + 2, meta[1])
+        i = self._look_index.get(key)
+        if i is None:
+            i = self._look_index[key] = len(self.looks)
+            self.looks.append(list(key))
+        return i
+
+    # -- the page's data ------------------------------------------------------------------------
+    def data(self) -> dict:
+        """The page's tree data: ``structs`` (per structure ``[tree, first]``: its drawing's
+        index among the page's trees and the step whose state it is drawn in), ``looks`` (per
+        look ``[class, fill, markup, replay text's index, replay text]``), ``delta`` (per step
+        ``[node, look, replays, ...]``: the nodes that changed since the step before; look -1:
+        the node is gone) and ``keys`` (every `KEYFRAME`th step: its whole state, the same way)."""
+        structs = sorted(self._structures.values(), key=lambda s: s.index)
+        drawn = [[self._svg_index(draw_structure(s, self._steps[s.first], self.looks, self._sizes)), s.first]
+                 for s in structs]
+        delta: list[list[int]] = []
+        keys: dict[str, list[int]] = {}
+        before: Optional[_Frame] = None
+        pairs: dict[tuple[int, int], list[int]] = {}
+        for i, frame in enumerate(self._steps):
+            if frame is None or frame is before:
+                delta.append([])
+            else:
+                pair = (id(before), id(frame))
+                if pair not in pairs:
+                    pairs[pair] = _delta(before, frame)
+                delta.append(pairs[pair])
+                before = frame
+            if i % KEYFRAME == 0:
+                keys[str(i)] = [x for k, (look, rep) in (before.state() if before else {}).items()
+                                for x in (k, look, rep)]
+        return {"structs": drawn, "looks": self.looks, "delta": delta, "keys": keys, "every": KEYFRAME}
+
+
+def _delta(before: Optional[_Frame], after: _Frame) -> list[int]:
+    """[node, look, replays, ...] for what changed from `before` to `after` (look -1: gone)."""
+    out: list[int] = []
+    if before is not None and before.structure is after.structure:
+        ids, la, lb, ra, rb = after.structure.ids, before.looks, after.looks, before.replays, after.replays
+        for k in range(len(ids)):
+            if la[k] != lb[k] or ra[k] != rb[k]:
+                out += (ids[k], lb[k], rb[k])
+        return out
+    old = before.state() if before is not None else {}
+    new = after.state()
+    for k, v in new.items():
+        if old.get(k) != v:
+            out += (k, v[0], v[1])
+    for k in old.keys() - new.keys():
+        out += (k, -1, 0)
+    return out
+
+
+def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]]) -> str:
+    """A structure's drawing, its nodes as after its first step: the built-in layout with every
+    box at its largest size (`sizes`: per static node, width, height and smallest height); each
+    node group carries its width and centre (data-w, data-cx) for the page to redraw it, and
+    each edge both its plain and its on-path stroke."""
+    snap = structure.snapshot
+    if not snap.nodes:
+        return _tree.builtin_tree_svg(snap)
+    head, legend_w, legend_h = _tree._svg_legend(_tree._MARGIN, _tree._MARGIN)
+    size = {i: (sizes[k][0], sizes[k][1]) for i, k in zip(structure.ids, structure.statics)}
+    box, depth, right, height = _tree._boxes(structure.ids, size, snap, _tree._MARGIN + legend_h + 16)
+    width = max(legend_w + 2 * _tree._MARGIN, right + _tree._MARGIN)
+    # an edge leaves its parent where the box is shortest: the rest of it is under the box,
+    # drawn after it, so it meets the box whatever height a step gives it
+    low = {i: box[i][:3] + (sizes[k][2],) for i, k in zip(structure.ids, structure.statics)}
+    edges = []
+    for parent, child, function in _tree._edges(snap):
+        if parent in box and child in box and depth[child] == depth[parent] + 1:
+            edges.append(_edge(parent, child, function, low[parent], box[child]))
+    nodes = []
+    for k, node_id in enumerate(structure.ids):
+        x0, y0, w, _ = box[node_id]
+        look = looks[frame.looks[k]]
+        inner = _fill(look[2], frame.replays[k], f"{w:.1f}", f"{w / 2:.1f}")
+        nodes.append(f'<g id="node-{node_id}" class="{look[0]}" data-node="{node_id}" data-w="{w:.1f}" '
+                     f'data-cx="{w / 2:.1f}" transform="translate({x0:.1f},{y0:.1f})" '
+                     f'font-size="{_tree._SIZE_META:g}" fill="{look[1]}" text-anchor="middle">{inner}</g>')
+    return _tree._svg_doc(width, height, head + ['<g class="cgviz-edges">'] + edges + ["</g>"] + nodes)
+
+
+def _fill(markup: str, replays: int, w: str, cx: str) -> str:
+    """A look's markup with its placeholders filled in (as the page's script does)."""
+    words = f"{replays} replay" + ("" if replays == 1 else "s")
+    return markup.replace(REPLAYS, words).replace(WIDTH, w).replace(CENTRE, cx)
+
+
+def _edge(parent: int, child: int, function: str, pbox: tuple, cbox: tuple) -> str:
+    plain = _tree._edge_inner(pbox, cbox, function, False)
+    hot = _tree._edge_inner(pbox, cbox, function, True)
+    cut = plain.index("<rect")  # the label, the same in both
+    return (f'<g id="edge-{parent}-{child}" class="cgviz-edge" data-parent="{parent}" data-child="{child}"'
+            f'{_EDGE_GROUP}><g class="cg-e0"{_EDGE_PLAIN}>{plain[:cut]}</g>'
+            f'<g class="cg-e1"{_EDGE_PATH}>{hot[:hot.index("<rect")]}</g>{plain[cut:]}</g>')
