@@ -94,6 +94,7 @@ class TreeStates:
         self._look_index: dict[tuple, int] = {}
         self.looks: list[list[str]] = []
         self._steps: list[Optional[_Frame]] = []
+        self._markup: dict[tuple, str] = {}  # node and edge groups by what they show, for draw_structure
 
     # -- per step -------------------------------------------------------------------------------
     def add(self, step: "Step") -> int:
@@ -188,8 +189,8 @@ class TreeStates:
         ``[node, look, replays, ...]``: the nodes that changed since the step before; look -1:
         the node is gone) and ``keys`` (every `KEYFRAME`th step: its whole state, the same way)."""
         structs = sorted(self._structures.values(), key=lambda s: s.index)
-        drawn = [[self._svg_index(draw_structure(s, self._steps[s.first], self.looks, self._sizes)), s.first]
-                 for s in structs]
+        drawn = [[self._svg_index(draw_structure(s, self._steps[s.first], self.looks, self._sizes, self._markup)),
+                  s.first] for s in structs]
         delta: list[list[int]] = []
         keys: dict[str, list[int]] = {}
         before: Optional[_Frame] = None
@@ -228,11 +229,13 @@ def _delta(before: Optional[_Frame], after: _Frame) -> list[int]:
     return out
 
 
-def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]]) -> str:
+def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]],
+                   memo: dict[tuple, str]) -> str:
     """A structure's drawing, its nodes as after its first step: the built-in layout with every
     box at its largest size (`sizes`: per static node, width, height and smallest height); each
     node group carries its width and centre (data-w, data-cx) for the page to redraw it, and
-    each edge both its plain and its on-path stroke."""
+    each edge both its plain and its on-path stroke. `memo` keeps the groups drawn, by what
+    they show: the structures of a growing tree share most of them."""
     snap = structure.snapshot
     if not snap.nodes:
         return _tree.builtin_tree_svg(snap)
@@ -246,16 +249,25 @@ def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]],
     edges = []
     for parent, child, function in _tree._edges(snap):
         if parent in box and child in box and depth[child] == depth[parent] + 1:
-            edges.append(_edge(parent, child, function, low[parent], box[child]))
+            key = (parent, child, function, low[parent], box[child])
+            if key not in memo:
+                memo[key] = _edge(*key)
+            edges.append(memo[key])
     nodes = []
     for k, node_id in enumerate(structure.ids):
-        x0, y0, w, _ = box[node_id]
-        look = looks[frame.looks[k]]
-        inner = _fill(look[2], frame.replays[k], f"{w:.1f}", f"{w / 2:.1f}")
-        nodes.append(f'<g id="node-{node_id}" class="{look[0]}" data-node="{node_id}" data-w="{w:.1f}" '
-                     f'data-cx="{w / 2:.1f}" transform="translate({x0:.1f},{y0:.1f})" '
-                     f'font-size="{_tree._SIZE_META:g}" fill="{look[1]}" text-anchor="middle">{inner}</g>')
+        key = (node_id, frame.looks[k], frame.replays[k], box[node_id])
+        if key not in memo:
+            memo[key] = _node(node_id, looks[frame.looks[k]], frame.replays[k], box[node_id])
+        nodes.append(memo[key])
     return _tree._svg_doc(width, height, head + ['<g class="cgviz-edges">'] + edges + ["</g>"] + nodes)
+
+
+def _node(node_id: int, look: list, replays: int, box: tuple[float, float, float, float]) -> str:
+    x0, y0, w, _ = box
+    inner = _fill(look[2], replays, f"{w:.1f}", f"{w / 2:.1f}")
+    return (f'<g id="node-{node_id}" class="{look[0]}" data-node="{node_id}" data-w="{w:.1f}" '
+            f'data-cx="{w / 2:.1f}" transform="translate({x0:.1f},{y0:.1f})" '
+            f'font-size="{_tree._SIZE_META:g}" fill="{look[1]}" text-anchor="middle">{inner}</g>')
 
 
 def _fill(markup: str, replays: int, w: str, cx: str) -> str:
