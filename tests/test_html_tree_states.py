@@ -99,6 +99,16 @@ def expected(trace: Trace, i: int) -> dict:
     return {"step": i, "nodes": nodes, "hot": sorted(hot), "edges": edges}
 
 
+def synthetic(**kw):
+    """The render benchmark's synthetic trace (a growing tree, then replay loops), and its facts."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from render import synthetic_trace
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return synthetic_trace(**kw)
+
+
 def check(trace: Trace, plan: list[int], fit: bool = True) -> None:
     page = to_html(trace, renderer="builtin")
     got = shown(page, plan, fit)
@@ -120,12 +130,7 @@ def test_each_step_of_a_scenario_shows_its_states(name):
 
 
 def test_jumps_across_keyframes_show_the_steps_states():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from render import synthetic_trace
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    trace, _ = synthetic_trace(nodes=40, steps=3 * KEYFRAME + 50, variants=4)
+    trace, _ = synthetic(nodes=40, steps=3 * KEYFRAME + 50, variants=4)
     n = len(trace.steps)
     rng = random.Random(1)
     plan = [0, 1, 2, KEYFRAME - 1, KEYFRAME, KEYFRAME + 1, n - 1, 5, 6, 7] + rng.sample(range(n), 25)
@@ -134,23 +139,13 @@ def test_jumps_across_keyframes_show_the_steps_states():
 
 
 def test_nodes_out_of_view_are_painted_when_scrolled_to():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from render import synthetic_trace
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    trace, _ = synthetic_trace(nodes=40, steps=2 * KEYFRAME + 30, variants=4)
+    trace, _ = synthetic(nodes=40, steps=2 * KEYFRAME + 30, variants=4)
     n = len(trace.steps)
     check(trace, [n - 1, n // 2, n // 2 + 1, 3, KEYFRAME + 7], fit=False)
 
 
 def test_the_page_stores_each_structure_once_and_small_deltas():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from render import synthetic_trace
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    trace, info = synthetic_trace(nodes=40, steps=600, variants=4)
+    trace, info = synthetic(nodes=40, steps=600, variants=4)
     data = json.loads(re.search(r'id="cgviz-data">(.*?)</script>', to_html(trace, renderer="builtin"), re.S).group(1))
     tree = data["tree"]
     # one drawing per structure: each recording step adds a node; the generation step before the
@@ -180,15 +175,12 @@ def test_pools_kept_as_diffs_read_back_as_drawn():
                 out += base[ops[k] : ops[k] + ops[k + 1]]
                 k += 2
         assert out == lines
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT / "tests"))
     try:
-        from render import synthetic_trace
         from test_html import page_data, svgs
     finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
         sys.path.remove(str(ROOT / "tests"))
-    trace, _ = synthetic_trace(nodes=40, steps=300, variants=4)
+    trace, _ = synthetic(nodes=40, steps=300, variants=4)
     data = page_data(to_html(trace, renderer="builtin"))
     assert sum(isinstance(p, dict) for p in data["pools"]) > len(data["pools"]) / 2  # most kept as diffs
     pools = svgs(data, "pools")
