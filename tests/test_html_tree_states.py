@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,21 @@ def test_each_step_of_a_scenario_shows_its_states(name):
     n = len(trace.steps)
     plan = list(range(n)) + [n - 1, 0, n // 2, 3, n - 2, 1]
     check(trace, plan)
+
+
+def test_steps_without_a_snapshot_between_others():
+    base = run_scenario("branching", "sim").trace
+    steps = [replace(s, snapshot=None) if s.index in (3, 4, 9) else s for s in base.steps]
+    trace = Trace(steps=steps, meta=base.meta)
+    page = to_html(trace, renderer="builtin")
+    plan = [0, 1, 2, 3, 4, 5, 6, 3, 7, 1, 4, 8, 9, 10, 12]
+    got = shown(page, plan, True)
+    for g in got:
+        if trace.steps[g["step"]].snapshot is None:
+            assert g["nodes"] == {} and g["edges"] == 0, g["step"]
+        else:
+            assert {k: v for k, v in g.items() if k != "step"} == {
+                k: v for k, v in expected(trace, g["step"]).items() if k != "step"}, g["step"]
 
 
 def test_jumps_across_keyframes_show_the_steps_states():

@@ -395,10 +395,10 @@ class _Page:
             if step.node is not None and step.function:
                 functions[step.node] = step.function
             tree = pool = sidx = -1
+            if states is not None:  # every step: its structure's index (-1: none), drawn at the end
+                tree = states.add(step)
             if snap is not None:
-                if states is not None:  # the structure's index: its drawing comes at the end
-                    tree = states.add(step)
-                else:
+                if states is None:
                     key = self._tree_key(step)
                     tree = tree_cache.get(key, -1)
                     if tree < 0:
