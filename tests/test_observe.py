@@ -89,3 +89,22 @@ def test_new_generation_check_agrees_with_torchs_own():
     finally:
         trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation = saved
     assert seen == {True, False}
+
+
+def test_warmup_outputs_without_metadata_say_so_in_every_view():
+    """torch keeps no shape or dtype for its warmup runs' outputs: no view may show '[] 0 B'."""
+    from cgviz.views.html import to_html
+    from cgviz.views.tree import builtin_tree_svg, to_dot
+    from cgviz.widgets.explorer import output_table_html
+
+    trace = torch_trace("torch_training")
+    snap = trace.last_snapshot()
+    warmups = [n for n in snap.nodes if n.kind == "warmup"]
+    assert warmups and all(not o.described for n in warmups for o in n.outputs)
+    assert all(o.described for n in snap.nodes if n.kind == "graph" for o in n.outputs)
+    for text in (builtin_tree_svg(snap), to_dot(snap)):
+        assert "0: shape not recorded" in text and "[] 0 B" not in text
+    table = output_table_html(warmups[0])
+    assert "not recorded" in table and "0 B" not in table
+    page = to_html(trace, renderer="builtin")
+    assert "not recorded" in page and "0: [] 0 B" not in page

@@ -34,6 +34,11 @@ class OutputView:
     state: OutputState
     alias_of: Optional[str] = None  # "input 0", "output 1", "external" or None (own pool memory)
 
+    @property
+    def described(self) -> bool:
+        """Whether its shape, dtype and size were recorded (torch keeps none for warmup outputs)."""
+        return bool(self.dtype)
+
 
 @dataclass
 class NodeView:

@@ -235,8 +235,10 @@ def _e(value: Any) -> str:
 
 
 def _output_row(o) -> list:
-    shape = "[" + ", ".join(str(d) for d in o.shape) + "]"
     address = "" if o.address is None else f"{o.address:#x}"
+    if not o.described:  # torch keeps no metadata for the outputs of its warmup runs
+        return [o.index, o.state, "not recorded", "", "", address, o.alias_of or ""]
+    shape = "[" + ", ".join(str(d) for d in o.shape) + "]"
     return [o.index, o.state, shape, o.dtype, format_bytes(o.nbytes), address, o.alias_of or ""]
 
 

@@ -183,6 +183,8 @@ def _short_dtypes(text: str) -> str:
 
 
 def _output_text(out: "OutputView") -> str:
+    if not out.described:
+        return f"{out.index}: shape not recorded"
     shape = ", ".join(str(d) for d in out.shape)
     text = f"{out.index}: {_short_dtypes(out.dtype)}[{shape}]"
     if out.alias_of:

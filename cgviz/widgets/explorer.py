@@ -116,11 +116,13 @@ def output_table_html(node: NodeView) -> str:
     rows = []
     for out in node.outputs:
         color = STYLE.get(out.state, _MUTED)
+        described = out.described  # torch keeps no metadata for the outputs of its warmup runs
         cells = (
             str(out.index),
-            "(" + ", ".join(map(str, out.shape)) + ("," if len(out.shape) == 1 else "") + ")",
-            _e(out.dtype),
-            format_bytes(out.nbytes),
+            "(" + ", ".join(map(str, out.shape)) + ("," if len(out.shape) == 1 else "") + ")" if described
+            else "not recorded",
+            _e(out.dtype) if described else "—",
+            format_bytes(out.nbytes) if described else "—",
             _address(out.address),
             f'<span style="color:{color};font-weight:600">{MARKS.get(out.state, "")} {_e(out.state)}</span>',
             _e(out.alias_of) if out.alias_of else "—",
