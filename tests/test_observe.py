@@ -9,14 +9,14 @@ from cgviz.observe.torch_compile import observe_torch, start_observing, stop_obs
 def test_hooks_are_removed_on_exit_and_on_exception():
     from torch._inductor import cudagraph_trees as trees
 
-    original = trees.CUDAGraphTreeManager.run
+    original = trees.CUDAGraphTreeManager._run
     with observe_torch(trace="events"):
-        assert trees.CUDAGraphTreeManager.run is not original
-    assert trees.CUDAGraphTreeManager.run is original
+        assert trees.CUDAGraphTreeManager._run is not original
+    assert trees.CUDAGraphTreeManager._run is original
     with pytest.raises(KeyError):
         with observe_torch():
             raise KeyError("user error")
-    assert trees.CUDAGraphTreeManager.run is original
+    assert trees.CUDAGraphTreeManager._run is original
 
 
 def test_nested_observers_keep_hooks_until_the_last_stops():

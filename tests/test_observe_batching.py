@@ -44,6 +44,9 @@ class Manager:
         return "model"
 
     def run(self, new_inputs, function_id):
+        return self._run(new_inputs, function_id)
+
+    def _run(self, new_inputs, function_id):
         if self.eager:
             return ["eager output"]
         if self.current_node is not None:
@@ -77,9 +80,9 @@ def observed(monkeypatch):
     monkeypatch.setattr(tc, "RAW_BATCH", 7)
     monkeypatch.setattr(trees.GenerationTracker, "generation", trees.GenerationTracker.generation)
     monkeypatch.setattr(trees, "CUDAGraphTreeManager", Manager)
-    observer = tc.start_observing("events")
     manager = Manager()
-    run = manager.run  # bound once, as torch.compile binds it
+    run = manager.run  # bound before observing begins, as a model compiled and called earlier has it
+    observer = tc.start_observing("events")
 
     def call():
         trees.GenerationTracker.generation += 1  # a new torch.compile invocation

@@ -15,6 +15,9 @@ from typing import Any, Callable
 import torch
 
 _MISSING_REPORTED: set[str] = set()
+# The manager's method that every call of a compiled function goes through, looked up at call
+# time (torch 2.2+; older torch has only run()).
+RUN_METHOD = "_run"
 _SENTINEL = object()
 
 

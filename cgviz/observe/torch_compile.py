@@ -506,7 +506,9 @@ def _install() -> None:
             return original(msg, *args, **kwargs)
         return log_skip
 
-    _hook(manager_cls, "run", wrap_run)
+    # _run, where torch has it: run() is bound into each compiled function when torch first
+    # calls it, so a model compiled before observing began would bypass a hook on run().
+    _hook(manager_cls, layout.RUN_METHOD if hasattr(manager_cls, layout.RUN_METHOD) else "run", wrap_run)
     _hook(manager_cls, "run_eager", after(on_warmup))
     _hook(manager_cls, "record_function", make_record)
     _hook(manager_cls, "execute_node", make_execute)

@@ -161,14 +161,14 @@ def test_use_after_overwrite_is_an_error_step():
 def test_wrapping_is_removed_on_exit_and_on_exception():
     from torch._inductor import cudagraph_trees as trees
 
-    original = trees.CUDAGraphTreeManager.run
+    original = trees.CUDAGraphTreeManager._run
     with observe_torch():
-        assert trees.CUDAGraphTreeManager.run is not original
-    assert trees.CUDAGraphTreeManager.run is original
+        assert trees.CUDAGraphTreeManager._run is not original
+    assert trees.CUDAGraphTreeManager._run is original
     with pytest.raises(ValueError):
         with observe_torch():
             raise ValueError("user error")
-    assert trees.CUDAGraphTreeManager.run is original
+    assert trees.CUDAGraphTreeManager._run is original
 
 
 def test_events_level_adds_no_snapshots_and_no_manager_is_created():
