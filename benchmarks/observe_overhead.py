@@ -68,6 +68,20 @@ def probe_wrappers(noop_calls: int, clock: bool):
             setattr(manager, name, original)
 
 
+def one_round(call, calls: int, start_observing, stop_observing) -> tuple[dict[str, float], object]:
+    """Per-call times of every variant, one after the other; and the observer of this round."""
+    times = {"without_observer": timed(call, calls)}
+    observer = start_observing("events")
+    try:
+        times["observer_events"] = timed(call, calls)
+    finally:
+        stop_observing(observer)
+    for name, (noop_calls, clock) in PROBES.items():
+        with probe_wrappers(noop_calls, clock):
+            times[name] = timed(call, calls)
+    return times, observer
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
@@ -90,18 +104,12 @@ def main(argv=None) -> int:
         def call():
             compiled(x)
 
-        samples: dict[str, list[float]] = {"without_observer": [], "observer_events": []}
-        samples.update({name: [] for name in PROBES})
-        for _ in range(args.repeats):
-            samples["without_observer"].append(timed(call, args.calls))
-            observer = start_observing("events")
-            try:
-                samples["observer_events"].append(timed(call, args.calls))
-            finally:
-                stop_observing(observer)
-            for name, (calls, clock) in PROBES.items():
-                with probe_wrappers(calls, clock):
-                    samples[name].append(timed(call, args.calls))
+        samples: dict[str, list[float]] = {}
+        for round_ in range(args.repeats + 1):
+            times, observer = one_round(call, args.calls, start_observing, stop_observing)
+            if round_ > 0:  # the first round only warms the machine: a freshly started one drifts
+                for name, value in times.items():
+                    samples.setdefault(name, []).append(value)
         steps = len(observer.trace.steps)
     med = {k: round(statistics.median(v), 2) for k, v in samples.items()}
     result = {
