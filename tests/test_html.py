@@ -94,16 +94,21 @@ def line_indices(data: dict, kind: str) -> list[list[int]]:
         if isinstance(item, list):
             out.append([j for a, n in zip(item[::2], item[1::2]) for j in range(a, a + n)])
             continue
-        base, ops, lines, k = out[item["b"]], item["o"], [], 0
-        while k < len(ops):
-            if ops[k] < 0:
-                lines.append(-1 - ops[k])
-                k += 1
-            else:
-                lines += base[ops[k] : ops[k] + ops[k + 1]]
-                k += 2
-        out.append(lines)
+        out.append(apply_diff(out[item["b"]], item["o"]))
     return out
+
+
+def apply_diff(base: list[int], ops: list[int]) -> list[int]:
+    """Lines from a diff against `base`: [start, count] copies a run, -1 - line adds one line."""
+    lines, k = [], 0
+    while k < len(ops):
+        if ops[k] < 0:
+            lines.append(-1 - ops[k])
+            k += 1
+        else:
+            lines += base[ops[k] : ops[k] + ops[k + 1]]
+            k += 2
+    return lines
 
 
 def svgs(data: dict, kind: str) -> list[str]:

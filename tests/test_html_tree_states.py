@@ -25,6 +25,7 @@ from cgviz.trace.model import Trace
 from cgviz.views.html import to_html
 from cgviz.views.html_trees import KEYFRAME
 from cgviz.views.tree import builtin_tree_svg
+from test_html import apply_diff, page_data, svgs
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -182,20 +183,7 @@ def test_pools_kept_as_diffs_read_back_as_drawn():
         base = [rng.randrange(40) for _ in range(rng.randrange(30))]
         lines = [rng.choice(base) if base and rng.random() < 0.8 else rng.randrange(60)
                  for _ in range(rng.randrange(30))]
-        ops, out, k = _diff(base, lines), [], 0
-        while k < len(ops):
-            if ops[k] < 0:
-                out.append(-1 - ops[k])
-                k += 1
-            else:
-                out += base[ops[k] : ops[k] + ops[k + 1]]
-                k += 2
-        assert out == lines
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        from test_html import page_data, svgs
-    finally:
-        sys.path.remove(str(ROOT / "tests"))
+        assert apply_diff(base, _diff(base, lines)) == lines
     trace, _ = synthetic(nodes=40, steps=300, variants=4)
     data = page_data(to_html(trace, renderer="builtin"))
     assert sum(isinstance(p, dict) for p in data["pools"]) > len(data["pools"]) / 2  # most kept as diffs
