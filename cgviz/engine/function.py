@@ -64,14 +64,10 @@ def signature_key(args: tuple) -> Optional[tuple]:
     device and requires_grad. None when an input is not a strided tensor."""
     key = []
     for a in args:
-        if not isinstance(a, Tensor) or a.layout is not STRIDED:
+        if not isinstance(a, torch.Tensor) or a.layout is not torch.strided:
             return None
         key.append((a.shape, a.stride(), a.dtype, a.get_device(), a.requires_grad))
     return tuple(key)
-
-
-Tensor = torch.Tensor
-STRIDED = torch.strided
 
 
 def describe_signature(args: tuple) -> str:
