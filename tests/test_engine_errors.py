@@ -107,11 +107,57 @@ def test_function_that_mutates_a_non_static_input_runs_eagerly_after_warmup(tree
         assert torch.equal(y, expected) and torch.equal(x, reference)  # the caller's tensor is mutated
         del y
     warm = tree.trace.steps[0]
-    assert warm.kind == "warmup" and "mutates input 0 in place, so later calls run eagerly" in warm.reason
-    assert kinds(tree) == ["warmup", "eager", "eager"]
-    assert "bump runs eagerly: it mutates input 0 in place" in last_step(tree).reason
-    assert "static=" in last_step(tree).reason  # tells the user how to fix it
+    assert warm.kind == "warmup" and "mutates input 0 in place, so it is graphed only where" in warm.reason
+    assert [k for k in kinds(tree) if k != "path_end"] == ["warmup", "eager", "eager"]
+    assert "bump runs eagerly as a root: it mutates input 0 in place" in last_step(tree).reason
+    assert "static" in last_step(tree).reason  # tells the user how to fix it
     assert "eager: bump runs eagerly" in tree.explain()
+
+
+def test_mutation_is_checked_at_every_call_not_only_at_warmup(tree):
+    """Warmed up on a tree output (mutation allowed there), later given a plain tensor: the
+    caller's tensor must be mutated and the result right, so that call runs eagerly."""
+
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    make = tree.wrap(lambda x: x + 0, name="make")
+    tb = tree.wrap(bump, name="bump")
+    for _ in range(3):  # graphed where its input is an output of the path
+        m = make(torch.zeros(4))
+        y = tb(m)
+        assert torch.equal(m, torch.ones(4)) and torch.equal(y, torch.full((4,), 2.0))
+        del m, y
+    assert tree.trace.steps[-1].kind == "execute" and tree.trace.steps[-1].function == "bump"
+    plain = torch.zeros(4)
+    y = tb(plain)
+    assert torch.equal(plain, torch.ones(4)), "the caller's tensor was not mutated"
+    assert torch.equal(y, torch.full((4,), 2.0))
+    step = last_step(tree)
+    assert step.kind == "eager" and "mutates input 0 in place" in step.reason
+    del y
+    for _ in range(2):  # and still graphed on tree outputs
+        m = make(torch.zeros(4))
+        y = tb(m)
+        assert torch.equal(m, torch.ones(4)) and torch.equal(y, torch.full((4,), 2.0))
+        assert last_step(tree).kind == "execute"
+        del m, y
+
+
+def test_mutation_of_inference_tensors_is_seen(tree):
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    tb = tree.wrap(bump, name="bump")
+    with torch.inference_mode():
+        x, reference = torch.zeros(4), torch.zeros(4)
+        for _ in range(3):
+            y = tb(x)
+            assert torch.equal(y, bump(reference)) and torch.equal(x, reference)
+            del y
+    assert "mutates input 0" in tree.trace.steps[0].reason
 
 
 def test_function_that_mutates_a_static_input_is_graphed(tree):
@@ -194,7 +240,10 @@ def test_cuda_tree_without_cuda_raises_and_names_sim(device):
         ({"device": 0}, TypeError, "device must be a string"),
         ({"device": "sim", "trace": "bad"}, ValueError, "trace must be one of"),
         ({"device": "sim", "rerecord_limit": -1}, ValueError, "rerecord_limit"),
-        ({"device": "sim", "shape_limit": "8"}, ValueError, "shape_limit"),
+        ({"device": "sim", "shape_limit": "8"}, TypeError, "shape_limit must be an int, not str"),
+        ({"device": "sim", "rerecord_limit": True}, TypeError, "rerecord_limit must be an int, not bool"),
+        ({"device": "sim", "shape_limit": 2.0}, TypeError, "shape_limit must be an int, not float"),
+        ({"device": "sim", "name": 5}, TypeError, "name must be a string or None, not int"),
     ],
 )
 def test_tree_rejects_bad_arguments(kwargs, error, fragment):

@@ -35,6 +35,7 @@ CUDA_NAMES: dict[str, tuple[str, ...]] = {
     "free_and_remove_deleter": ("_free_And_Remove_DeleterFn",),
     "has_standard_deleter": ("_has_Standard_Deleter",),
     "construct_tensor": ("_construct_CUDA_Tensor_From_Storage_And_Metadata",),
+    "clear_cublas_workspaces": ("_cuda_clearCublasWorkspaces",),
 }
 
 FOUND: dict[str, Optional[str]] = {}

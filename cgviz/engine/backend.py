@@ -48,6 +48,7 @@ class RunResult:
     graph: Any = None  # the backend's graph handle (record only)
     input_buffers: Optional[dict[int, int]] = None  # input index -> pool address (record only)
     capture_blocker: Optional[str] = None  # warmup only: why this function cannot be captured
+    mutated: frozenset[int] = frozenset()  # inputs the run wrote in place (warmup only)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine import _torch_compat as compat
 from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.watch import RunWatcher, rebase
 
 _REQUIRED = (
@@ -38,6 +39,7 @@ _REQUIRED = (
     "set_storage_access_error_msg",
     "free_and_remove_deleter",
     "has_standard_deleter",
+    "clear_cublas_workspaces",
 )
 
 
@@ -153,6 +155,8 @@ class CudaGraph:
     leaves: list[_Leaf]
     spec: Any
     copy_dst: list[torch.Tensor] = field(default_factory=list)
+    copy_dims: list[tuple[int, ...]] = field(default_factory=list)  # expanded dims per copied input
+    expanded: bool = False  # some copied input is expanded: copies go through collapse()
     single: bool = False  # the function returns one tensor: no pytree on the replay path
     cached: list = field(default_factory=list)  # per group: its CachedOutput (or None) once replayed
     cached_refs: list = field(default_factory=list)  # [cached[0]] for single graphs
@@ -207,7 +211,13 @@ class CudaBackend:
     # -- the pool --------------------------------------------------------------------------
     @contextlib.contextmanager
     def _in_pool(self) -> Iterator[None]:
-        """Route this thread's allocations to the tree's pool, on the tree's stream."""
+        """Route this thread's allocations to the tree's pool, on the tree's stream, with cuBLAS's
+        workspaces cleared before and after (see _cublas_workspaces_cleared)."""
+        with _cublas_workspaces_cleared(), self._routed_to_pool():
+            yield
+
+    @contextlib.contextmanager
+    def _routed_to_pool(self) -> Iterator[None]:
         torch.cuda.synchronize(self.device)
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self.stream), torch.device(self.device):
@@ -234,32 +244,23 @@ class CudaBackend:
 
     # -- running ---------------------------------------------------------------------------
     def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
-        watcher = RunWatcher()
+        watcher = RunWatcher(inputs=args)
         with self._in_pool(), watcher:
             out = fn(*args)
         leaves, spec = tree_flatten(out)
         infos, _ = self._describe(leaves, args, watcher.new_storages)
-        return RunResult(out, infos, capture_blocker=watcher.capture_blocker())
+        return RunResult(out, infos, capture_blocker=watcher.capture_blocker(), mutated=frozenset(watcher.mutated))
 
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
         inputs = list(args)
         buffers: dict[int, torch.Tensor] = {}
         with self._in_pool():
             for i in copy_inputs:
-                buf = torch.empty_strided(inputs[i].size(), inputs[i].stride(), dtype=inputs[i].dtype, device=self.device)
-                buf.copy_(inputs[i])
-                buffers[i] = inputs[i] = buf
+                buffers[i] = inputs[i] = input_buffer(inputs[i], self.device)
         graph = torch.cuda.CUDAGraph()
         watcher = RunWatcher()
-        try:
-            with _no_garbage_collection(), torch.cuda.device(self.device), torch.cuda.graph(
-                graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"
-            ), watcher:
-                out = fn(*inputs)
-        except Exception as exc:
-            if "captur" in str(exc).lower():
-                raise CaptureUnsupported(f"capturing it failed ({type(exc).__name__}: {str(exc).splitlines()[0]})") from exc
-            raise
+        with _no_garbage_collection(), torch.cuda.device(self.device), _cublas_workspaces_cleared():
+            out = self._capture(graph, fn, inputs, watcher)
         graph.replay()  # capture ran no kernels: compute the outputs once
         leaves, spec = tree_flatten(out)
         infos, plan = self._describe(leaves, inputs, watcher.new_storages)
@@ -286,12 +287,54 @@ class CudaBackend:
         for i, buf in list(buffers.items()):
             st = self._make_storage(buf.data_ptr(), self.device, buf.untyped_storage().nbytes())
             buffers[i] = torch.empty(0, dtype=buf.dtype, device=self.device).set_(st, 0, buf.size(), buf.stride())
-        cuda_graph.copy_dst = [buffers[i] for i in copy_inputs]
+        cuda_graph.copy_dims = [expanded_dims(buffers[i]) for i in copy_inputs]
+        cuda_graph.expanded = any(cuda_graph.copy_dims)
+        cuda_graph.copy_dst = [collapse(buffers[i], d) for i, d in zip(copy_inputs, cuda_graph.copy_dims)]
         cuda_graph.single = isinstance(out, torch.Tensor) and plan[0][0] == "pool"
         return RunResult(out, infos, cuda_graph, input_buffers)
 
+    def _capture(self, graph: torch.cuda.CUDAGraph, fn: Callable, inputs: list, watcher: RunWatcher) -> Any:
+        """Capture `fn(*inputs)` into `graph` on the tree's stream, in the tree's pool.
+
+        Whether the capture itself failed is asked of CUDA (ending the capture fails when an
+        op broke it), not read from an exception's text: a broken capture raises
+        CaptureUnsupported; an exception of the function's own propagates unchanged. Either
+        way the current stream, the allocator's routing to the pool and the pool's use count
+        are put back, so the tree and the caller's stream go on working.
+        """
+        torch.cuda.synchronize(self.device)
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        failure: Optional[BaseException] = None
+        with torch.cuda.stream(self.stream):
+            graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+            try:
+                with watcher:
+                    out = fn(*inputs)
+            except BaseException as exc:  # ended below, then re-raised as it was
+                failure = exc
+            try:
+                graph.capture_end()
+            except RuntimeError as end_error:
+                self._abandon_capture()
+                cause = failure if failure is not None else end_error
+                detail = watcher.capture_blocker() or f"{type(cause).__name__}: {_first_line(cause)}"
+                raise CaptureUnsupported(f"capturing it failed: {detail}") from cause
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        if failure is not None:
+            raise failure
+        return out
+
+    def _abandon_capture(self) -> None:
+        """After a capture CUDA refused to end: torch stopped before ending the thread's routing
+        to the pool and will not release the pool's use taken at capture_begin; do both."""
+        compat.cuda_function("end_allocate_to_pool")(self.index, self.pool)
+        compat.cuda_function("release_pool")(self.index, self.pool)
+
     def replay(self, graph: CudaGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
-        if len(copy_inputs) == 1:  # one copy_ launches faster than a foreach of one
+        if graph.expanded:
+            for dst, i, dims in zip(graph.copy_dst, copy_inputs, graph.copy_dims):
+                dst.copy_(collapse(args[i], dims))
+        elif len(copy_inputs) == 1:  # one copy_ launches faster than a foreach of one
             graph.copy_dst[0].copy_(args[copy_inputs[0]])
         elif copy_inputs:
             compat.foreach_copy(graph.copy_dst, [args[i] for i in copy_inputs])
@@ -398,6 +441,28 @@ class CudaBackend:
         for info, sid in pool_infos:
             info.ref = refs[sid]
         return infos, plan
+
+
+def _first_line(exc: BaseException) -> str:
+    try:
+        return (str(exc).strip().splitlines() or [""])[0]
+    except Exception:  # an exception whose __str__ fails still names its type
+        return "(no message)"
+
+
+@contextlib.contextmanager
+def _cublas_workspaces_cleared() -> Iterator[None]:
+    """cuBLAS keeps a workspace per handle and stream across calls. Cleared before a warmup or
+    a capture, the workspace a matmul needs is allocated in the tree's pool and accounted
+    for there; cleared after, none stays behind holding pool memory that a later step would
+    hand out again, or that would keep the pool alive once the tree is gone (torch's trees
+    do the same)."""
+    clear = compat.cuda_function("clear_cublas_workspaces")
+    clear()
+    try:
+        yield
+    finally:
+        clear()
 
 
 @contextlib.contextmanager

@@ -66,9 +66,10 @@ def explain(tree: "Tree") -> str:
         lines.append("live outputs: " + ("; ".join(live) if live else "none (the path ends at the next call)"))
     if tree.pending_backward:
         lines.append(f"pending backwards: {tree.pending_backward}")
-    eager = [v for v in tree._variants if v.eager_reason]
-    for v in eager:
-        lines.append(f"eager: {v.eager_reason}")
+    eager = [v.eager_reason for v in tree._variants if v.eager_reason]
+    eager += [why for why in tree._mutation_hints.values() if why is not None]
+    for why in eager:
+        lines.append(f"eager: {why}")
     lines.append(render_tree(tree))
     steps = tree.trace.steps[-LAST_STEPS:]
     if steps:

@@ -25,6 +25,13 @@ class Variant:
     warmed_up: bool = False
     eager_reason: Optional[str] = None  # set once the variant can never be graphed
     grad_inputs: tuple[int, ...] = ()  # inputs that require grad: eager while autograd is on
+    mutated: frozenset[int] = frozenset()  # inputs it writes in place (seen at warmup)
+    limited: bool = False  # went past rerecord_limit somewhere in the tree
+    fast: bool = False  # warmed up, no mutated inputs, under the limit: the replay fast path may take it
+
+    def refresh(self) -> None:
+        """Recompute `fast` after what the tree knows of the variant changed."""
+        self.fast = self.warmed_up and not self.mutated and not self.limited
 
     @property
     def label(self) -> str:

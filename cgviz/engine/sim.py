@@ -18,10 +18,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine._torch_compat import storage_id, storage_use_count
-from cgviz.engine.backend import LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.pool_model import PoolModel
 from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
-from cgviz.engine.watch import RunWatcher, rebase
+from cgviz.engine.watch import CaptureBroken, RunWatcher, rebase
+
 
 class SimRef:
     """Liveness of one output storage, and the guard that invalidates its tensors."""
@@ -65,6 +67,7 @@ class SimGraph:
     plan: list[_LeafPlan]
     spec: Any
     first_leaf: list[int] = field(default_factory=list)  # group -> index of a result leaf on it
+    copy_dims: dict[int, tuple[int, ...]] = field(default_factory=dict)  # input -> its expanded dims
 
 
 class SimBackend:
@@ -151,19 +154,23 @@ class SimBackend:
         ]
 
     # -- running -----------------------------------------------------------------------------
-    def _watcher(self) -> RunWatcher:
-        """Enter every storage the run allocates into the pool; free intermediates as they die."""
-        return RunWatcher(on_new_storage=self._allocate, after_op=self.collect)
+    def _watcher(self, inputs: Sequence[Any], capturing: bool) -> RunWatcher:
+        """Enter every storage the run allocates into the pool; free intermediates as they die.
+        While `capturing`, an op needing the host fails as it would inside a CUDA capture."""
+        return RunWatcher(on_new_storage=self._allocate, after_op=self.collect, inputs=inputs, refuse_host_sync=capturing)
 
     def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
         inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
         self.collect()
-        watcher = self._watcher()
+        watcher = self._watcher(inputs, capturing=False)
         with watcher:
             out = fn(*inputs)
         leaves, spec = tree_flatten(out)
         infos, user_leaves = self._describe(leaves, inputs, inputs, watcher.new_storages, kept=None, guards=_guards(args))
-        return RunResult(tree_unflatten(user_leaves, spec), infos, capture_blocker=watcher.capture_blocker())
+        return RunResult(
+            tree_unflatten(user_leaves, spec), infos, capture_blocker=watcher.capture_blocker(),
+            mutated=frozenset(watcher.mutated),
+        )
 
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
         self.collect()
@@ -171,23 +178,27 @@ class SimBackend:
         inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
         buffers: dict[int, torch.Tensor] = {}
         input_buffers: dict[int, int] = {}
+        watcher: Optional[RunWatcher] = None
         try:
             for i in copy_inputs:
-                buf = torch.empty_strided(inputs[i].size(), inputs[i].stride(), dtype=inputs[i].dtype)
-                buf.copy_(inputs[i])
+                buf = input_buffer(inputs[i])
                 input_buffers[i] = self._allocate(buf.untyped_storage(), keep=True)
                 buffers[i] = inputs[i] = buf
-            watcher = self._watcher()
+            watcher = self._watcher(inputs, capturing=True)
             with watcher:
                 out = fn(*inputs)
-        except BaseException:
+            if watcher.host_sync is not None:  # refused, but the function carried on
+                raise CaptureBroken(watcher.capture_blocker())
+        except BaseException as exc:
             self.pool.restore(before)
             self.collect()
+            if watcher is not None and watcher.host_sync is not None:  # as a broken capture on a GPU
+                raise CaptureUnsupported(f"capturing it failed: {watcher.capture_blocker()}") from exc
             raise
         for address in input_buffers.values():
             self._free(address)  # as on a GPU: only this graph writes its input buffers, when it replays
         leaves, spec = tree_flatten(out)
-        graph = SimGraph(fn, buffers, [], [], spec)
+        graph = SimGraph(fn, buffers, [], [], spec, copy_dims={i: expanded_dims(b) for i, b in buffers.items()})
         originals = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
         infos, user_leaves = self._describe(
             leaves, inputs, originals, watcher.new_storages, kept=graph, guards=_guards(args)
@@ -197,7 +208,8 @@ class SimBackend:
     def replay(self, graph: SimGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
         inputs = [unwrap(a) if isinstance(a, torch.Tensor) else a for a in args]
         for i in copy_inputs:
-            graph.buffers[i].copy_(inputs[i])
+            dims = graph.copy_dims[i]
+            collapse(graph.buffers[i], dims).copy_(collapse(inputs[i], dims))
             inputs[i] = graph.buffers[i]
         leaves, _ = tree_flatten(graph.fn(*inputs))
         for group, leaf_index in enumerate(graph.first_leaf):

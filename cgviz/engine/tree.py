@@ -15,7 +15,9 @@ reason. The rules follow torch/_inductor/cudagraph_trees.py:
 
 from __future__ import annotations
 
+import threading
 import time
+import warnings
 from collections import Counter
 from typing import Any, Callable, Optional
 
@@ -49,6 +51,11 @@ class Tree:
     rerecord_limit: re-recordings of a function under one node caused by moved inputs
         before it runs eagerly there.
     shape_limit: distinct input signatures of one function that get graphs; more run eagerly.
+
+    A tree may be called from several threads: calls are serialised (one runs at a time,
+    the others wait), so no call sees another half done. A tree function called from inside
+    another function of the same tree is part of the outer call (run within its warmup,
+    captured within its graph), as torch.compile inlines it.
     """
 
     def __init__(
@@ -63,8 +70,12 @@ class Tree:
         if trace not in TRACE_LEVELS:
             raise ValueError(f"trace must be one of None, 'events', 'full', not {trace!r}")
         for arg, value in (("rerecord_limit", rerecord_limit), ("shape_limit", shape_limit)):
-            if not isinstance(value, int) or value < 0:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{arg} must be an int, not {type(value).__name__} ({value!r})")
+            if value < 0:
                 raise ValueError(f"{arg} must be a non-negative int, not {value!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string or None, not {type(name).__name__}")
         self.backend = make_backend(device)
         self.name = name
         self.rerecord_limit = rerecord_limit
@@ -79,6 +90,11 @@ class Tree:
         self.pending_backward = 0
         self._variants: list[Variant] = []
         self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records for moved inputs
+        # (node id, variant id) -> why a function that mutates inputs runs eagerly there, or None
+        self._mutation_hints: dict[tuple[Optional[int], int], Optional[str]] = {}
+        self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
+        self._lock = threading.RLock()
+        self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
         register(self)  # weakly, so %%cudagraph can see every tree's steps
@@ -112,9 +128,13 @@ class Tree:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         static = check_static(static)
-        base = name or getattr(fn, "__name__", None) or "fn"
-        if not isinstance(base, str):
-            raise TypeError(f"name must be a string, not {type(base).__name__}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {type(name).__name__}")
+        if name == "":
+            raise ValueError("name must not be empty (leave it out to use the function's __name__)")
+        base = name or getattr(fn, "__name__", None)
+        if not isinstance(base, str) or not base:
+            base = "fn"
         name, k = base, 2
         while name in self.functions:
             name, k = f"{base}_{k}", k + 1
@@ -130,6 +150,10 @@ class Tree:
 
     def mark_step(self) -> None:
         """Start a new generation: end the current path and invalidate its live outputs."""
+        with self._between_calls("mark_step()"):
+            self._mark_step()
+
+    def _mark_step(self) -> None:
         start = time.perf_counter()
         old = self.generation
         self.generation += 1
@@ -150,14 +174,20 @@ class Tree:
     def reset(self) -> None:
         """Forget every node and graph (outputs handed out stay valid); the trace is kept,
         with a path_end step saying so, and node ids go on from where they were."""
+        with self._between_calls("reset()"):
+            self._reset()
+
+    def _reset(self) -> None:
         start = time.perf_counter()
         forgotten = len(self.nodes)
         self._end_path()
         self.nodes.clear()
         self.roots.clear()
         self._rerecords.clear()
+        self._mutation_hints.clear()
         for v in self._variants:
-            v.warmed_up = False
+            v.warmed_up = v.limited = False
+            v.refresh()
         self._recorder.step(
             "path_end",
             f"reset(): {forgotten} node(s) and their graphs forgotten; the next call of each function "
@@ -168,11 +198,21 @@ class Tree:
     def explain(self) -> str:
         from cgviz.engine.explain import explain
 
-        return explain(self)
+        with self._lock:
+            return explain(self)
 
     def snapshot(self):
         """The tree's state now, as a trace Snapshot."""
-        return self._recorder.snapshot()
+        with self._lock:
+            return self._recorder.snapshot()
+
+    def _between_calls(self, what: str):
+        """The lock, for an operation that must not run inside a call of this tree."""
+        if self._running_on == threading.get_ident():
+            raise RuntimeError(
+                f"{what} was called from inside a function of this tree; call it between calls"
+            )
+        return self._lock
 
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
@@ -180,9 +220,21 @@ class Tree:
 
     # -- the state machine --------------------------------------------------------------------
     def _call(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
+        me = threading.get_ident()
+        if self._running_on == me:
+            # called from inside another function of this tree: part of that call, run or
+            # captured with it, as torch.compile inlines a compiled function called from one
+            return fn.fn(*args, **kwargs)
+        with self._lock:
+            self._running_on = me
+            try:
+                return self._decide(fn, args, kwargs)
+            finally:
+                self._running_on = None
+
+    def _decide(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
         # durations are only recorded in steps: no clock reading when nothing is traced
         start = 0.0 if self._recorder.level is None else time.perf_counter()
-        label = fn.name
         try:
             key = None if kwargs else signature_key(args)
             if key is None:
@@ -196,10 +248,17 @@ class Tree:
                 return self._eager(fn, variant, args, {}, variant.eager_reason, start)
             return self._run(variant, args, start)
         except BaseException as exc:
-            self._recorder.step(
-                "error", f"{label} raised {type(exc).__name__}: {exc}; no node was added", function=label, start=start
-            )
+            self._note_error(fn.name, exc, start)
             raise
+
+    def _note_error(self, label: str, exc: BaseException, start: float) -> None:
+        """An error step for an exception on its way to the caller; recording it never replaces it."""
+        try:
+            self._recorder.step(
+                "error", f"{label} raised {describe_exception(exc)}; no node was added", function=label, start=start
+            )
+        except Exception as failure:  # the user's exception goes on unchanged
+            warnings.warn(f"cgviz could not record the error step of {label}: {describe_exception(failure)}")
 
     def _new_variant(self, fn: TreeFunction, args: tuple, key: tuple) -> Variant:
         """The first call with this input signature: check what can be checked once."""
@@ -223,7 +282,7 @@ class Tree:
         return variant
 
     def _run(self, variant: Variant, args: tuple, start: float) -> Any:
-        if self.state == "execution" and variant.warmed_up:  # the replay loop's fast path
+        if self.state == "execution" and variant.fast:  # the replay loop's fast path
             candidates = self.current.children.get(variant.id)
             if candidates is None and variant.id in self.roots and not self.current.path_is_live():
                 self._path_ended(start)
@@ -233,6 +292,10 @@ class Tree:
                     return self._execute(node, args, start)
         if self.state in ("recording", "warmup"):
             self._try_end_path(start)
+        if variant.mutated or variant.limited:
+            why = self._eager_here(variant, args)
+            if why is not None:
+                return self._eager(variant.function, variant, args, {}, why, start)
         if not variant.warmed_up or self.state == "warmup":
             return self._warmup(variant, args, start)
 
@@ -249,21 +312,62 @@ class Tree:
             if self.current is not None and variant.id in self.roots:
                 if self._try_end_path(start):
                     return self._run(variant, args, start)
+            if variant.mutated:
+                why = self._mutation_hint(variant, args, refresh=True)
+                if why is not None:
+                    return self._eager(variant.function, variant, args, {}, why, start)
             parent_id = None if self.current is None else self.current.id
             if moved:
                 self._rerecords[parent_id, variant.id] += 1
                 if self._rerecords[parent_id, variant.id] > self.rerecord_limit:
-                    where = "as a root" if parent_id is None else f"under node {parent_id}"
-                    reason = (
-                        f"{variant.label} runs eagerly: re-recorded {self.rerecord_limit} times {where} "
-                        f"because its inputs keep moving (rerecord_limit={self.rerecord_limit}); "
-                        f"{mismatches[-1]}"
-                    )
-                    return self._eager(variant.function, variant, args, {}, reason, start)
+                    variant.limited = True
+                    variant.refresh()
+                    return self._eager(variant.function, variant, args, {}, self._limit_reason(variant, mismatches[-1]), start)
             self._try_end_path(start)
-            if self.current is not None:
+            if self.current is not None and self.state == "execution":
                 self._restore_checkpoint()
         return self._record(variant, args, mismatches, start)
+
+    def _eager_here(self, variant: Variant, args: tuple) -> Optional[str]:
+        """Why `variant` runs eagerly at the current place of the tree, or None (torch decides
+        this per node and function, before warming up or replaying)."""
+        place = None if self.current is None else self.current.id
+        if variant.limited and self._rerecords[place, variant.id] > self.rerecord_limit:
+            return self._limit_reason(variant, "its inputs keep moving")
+        if variant.mutated:
+            return self._mutation_hint(variant, args, refresh=False)
+        return None
+
+    def _mutation_hint(self, variant: Variant, args: tuple, refresh: bool) -> Optional[str]:
+        """Whether `variant` must run eagerly here because it writes an input in place that is
+        neither static nor an output of the current path: a graph would write its recorded copy,
+        not the caller's tensor. Decided at the first call at each place, and again when no
+        recorded child takes the call (as torch's non_cudagraph_managed_mutation_hint)."""
+        place = (None if self.current is None else self.current.id, variant.id)
+        if not refresh and place in self._mutation_hints:
+            return self._mutation_hints[place]
+        fn = variant.function
+        managed = self._managed_inputs(args)
+        unmanaged = sorted(i for i in variant.mutated if i not in fn.static and i not in managed)
+        why = None
+        if unmanaged:
+            idx = ", ".join(str(i) for i in unmanaged)
+            where = "as a root" if place[0] is None else f"under node {place[0]}"
+            why = (
+                f"{variant.label} runs eagerly {where}: it mutates input {idx} in place, which here is neither "
+                "static nor an output of the current path; a graph would mutate its recorded copy instead "
+                "(pass the input as static, or hand it an output of the tree)"
+            )
+        self._mutation_hints[place] = why
+        return why
+
+    def _limit_reason(self, variant: Variant, mismatch: str) -> str:
+        place = None if self.current is None else self.current.id
+        where = "as a root" if place is None else f"under node {place}"
+        return (
+            f"{variant.label} runs eagerly {where}: re-recorded {self.rerecord_limit} times there because its "
+            f"inputs keep moving (rerecord_limit={self.rerecord_limit}); {mismatch}"
+        )
 
     def _try_end_path(self, start: float) -> bool:
         """End the current path if all its outputs are dead."""
@@ -276,8 +380,7 @@ class Tree:
 
     def _path_ended(self, start: float) -> None:
         ended = self.current
-        self.current = None
-        self.state = "none"
+        self._end_path()
         if self._recorder.level is not None:
             ids = "→".join(str(n.id) for n in ended.path)
             reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
@@ -286,6 +389,7 @@ class Tree:
     def _end_path(self) -> None:
         self.current = None
         self.state = "none"
+        self._restored_at = None
 
     def _invalidate_path(self, old_generation: int) -> list[tuple[int, int]]:
         invalidated = []
@@ -302,9 +406,15 @@ class Tree:
         return invalidated
 
     def _restore_checkpoint(self) -> None:
-        """Before recording after replays: the allocator as after the current node's recording."""
-        start = time.perf_counter()
+        """Before recording after replays: the allocator as after the current node's recording.
+
+        Done once per replay: when the run after it raised, the allocator already holds the
+        checkpoint and the path's live outputs, and restoring again would free them twice.
+        """
         node = self.current
+        if self._restored_at is node:
+            return
+        start = time.perf_counter()
         live = [
             (n.leaves[i].address, n.leaves[i].ref)
             for n in node.path
@@ -313,6 +423,7 @@ class Tree:
         ]
         dead = list(dict.fromkeys(n.leaves[i].address for n, i in node.live_after if not n.output_alive(i)))
         self.backend.restore(node.checkpoint, live, dead)
+        self._restored_at = node
         self._recorder.step(
             "checkpoint_restore",
             f"allocator state saved after recording node {node.id} restored, keeping {len(live)} live "
@@ -326,12 +437,7 @@ class Tree:
         if self.state == "execution":
             self._restore_checkpoint()
         fn = variant.function
-        versions = [a._version for a in args]
         result = self.backend.warmup(fn.fn, args)
-        managed = self._managed_inputs(args)
-        mutated = [
-            i for i, a in enumerate(args) if a._version != versions[i] and i not in fn.static and i not in managed
-        ]
         node = self._add_node("warmup", variant, result.leaves)
         if not variant.warmed_up:
             reason = f"first call of {variant.described}: run eagerly so lazy initialisation happens outside capture"
@@ -341,13 +447,15 @@ class Tree:
         if result.capture_blocker is not None:
             variant.eager_reason = f"{variant.label} runs eagerly: {result.capture_blocker}"
             reason += f"; later calls run eagerly because {result.capture_blocker}"
-        elif mutated:
-            idx = ", ".join(str(i) for i in mutated)
-            variant.eager_reason = (
-                f"{variant.label} runs eagerly: it mutates input {idx} in place, which is neither static nor "
-                "an output of the tree; a graph would mutate its recorded copy instead (pass static=...)"
+        new = result.mutated - variant.mutated - set(fn.static)
+        if new:
+            variant.mutated |= result.mutated
+            idx = ", ".join(str(i) for i in sorted(new))
+            reason += (
+                f"; it mutates input {idx} in place, so it is graphed only where that input is static or an "
+                "output of the current path, and runs eagerly elsewhere"
             )
-            reason += f"; it mutates input {idx} in place, so later calls run eagerly"
+        variant.refresh()
         self.state = "warmup"
         self._track_mode(fn)
         parent = None if node.parent is None else node.parent.id
@@ -409,6 +517,7 @@ class Tree:
         node.replays += 1
         self.current = node
         self.state = "execution"
+        self._restored_at = None
         if node.tracks_mode:
             self._track_mode(node.variant.function)
         if self._recorder.level is not None:
@@ -426,6 +535,7 @@ class Tree:
         node = Node(self._next_node_id, kind, variant, parent, self.generation, leaves)
         self._next_node_id += 1
         self.nodes.append(node)
+        self._restored_at = None
         if kind == "graph":
             siblings = self.roots if parent is None else parent.children
             siblings.setdefault(variant.id, []).append(node)
@@ -467,3 +577,12 @@ class Tree:
         elif fn.mode == "backward" and self.pending_backward:
             self.pending_backward -= 1
 
+
+
+def describe_exception(exc: BaseException) -> str:
+    """'ValueError: message', even for an exception whose __str__ itself raises."""
+    try:
+        message = str(exc)
+    except Exception as failure:
+        message = f"<message not shown: its __str__ raised {type(failure).__name__}>"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -1,13 +1,14 @@
-"""Watching a warmup or recording run op by op: what it allocates, and whether it syncs with the host.
+"""Watching a warmup or recording run op by op: what it allocates, which inputs it writes,
+and whether it needs the host (a sync or a data-dependent output shape).
 
-A CUDA graph cannot capture a copy from the device to the host (`.item()`, `.cpu()`,
-`nonzero`); a warmup that does one tells the tree to run the function eagerly. Both
-backends use this watcher, so they decide alike.
+A CUDA graph cannot capture a copy from the device to the host (`.item()`, `.cpu()`) nor
+an op whose output shape depends on the data (`nonzero`, `x[mask]`, `unique`): on a GPU
+those fail inside a capture. Both backends use this watcher, so they decide alike.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -15,38 +16,89 @@ from torch.utils._pytree import tree_flatten
 
 from cgviz.engine._torch_compat import storage_id
 
-# aten ops that read device memory on the host
+# aten ops that read device memory on the host but carry no tag saying so
 HOST_SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::equal", "aten::is_nonzero"})
+# ops whose tags say the host must see the data (a value, or an output shape)
+# ops seen so far whose output shape depends on the data (named so in reasons)
+DATA_DEPENDENT_SHAPE_OPS: set[str] = {"aten::nonzero"}
+HOST_SYNC_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.cudagraph_unsafe)
+
+
+class CaptureBroken(RuntimeError):
+    """Raised by a watcher that refuses host syncs, at the op a capture could not take."""
 
 
 def _strided(values) -> list[torch.Tensor]:
     return [t for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor) and t.layout == torch.strided]
 
 
+def _needs_host(func, args) -> bool:
+    """Does this op need the data on the host (a sync, or an output shape read from the data)?"""
+    if func._schema.name in HOST_SYNC_OPS:
+        return True
+    if torch.Tag.dynamic_output_shape in func.tags:
+        DATA_DEPENDENT_SHAPE_OPS.add(func._schema.name)
+    if not any(tag in func.tags for tag in HOST_SYNC_TAGS):
+        return False
+    if func._schema.name == "aten::index":  # only boolean masks make the shape data-dependent
+        indices = args[1] if len(args) > 1 else ()
+        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+    return True
+
+
+def _written(func, args, kwargs) -> list[torch.Tensor]:
+    """The tensors an op writes in place, from its schema's alias annotations (`Tensor(a!)`)."""
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        value = args[i] if i < len(args) else (kwargs or {}).get(arg.name)
+        out.extend(_strided(value))
+    return out
+
+
 class RunWatcher(TorchDispatchMode):
-    """Notes host syncs and the storages that ops allocate (outputs not aliasing an op input)."""
+    """Notes host syncs, the inputs written in place, and the storages that ops allocate.
+
+    `inputs`: the run's inputs, so in-place writes to them are seen (inference tensors
+    included, which keep no version counter). `refuse_host_sync`: raise CaptureBroken at
+    the op, as a capture on a GPU would fail there.
+    """
 
     def __init__(
         self,
         on_new_storage: Optional[Callable[[torch.UntypedStorage], None]] = None,
         after_op: Optional[Callable[[], None]] = None,
+        inputs: Sequence = (),
+        refuse_host_sync: bool = False,
     ) -> None:
         super().__init__()
         self.on_new_storage = on_new_storage
         self.after_op = after_op
+        self.refuse_host_sync = refuse_host_sync
         self.host_sync: Optional[str] = None
         self.new_storages: set[int] = set()
+        self.mutated: set[int] = set()
+        self._input_storages: dict[int, list[int]] = {}
+        for i, t in enumerate(inputs):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                self._input_storages.setdefault(storage_id(t.untyped_storage()), []).append(i)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
         ins = _strided((args, kwargs))
+        if self.host_sync is None and _needs_host(func, args):
+            self.host_sync = func._schema.name
+            if self.refuse_host_sync:
+                raise CaptureBroken(self.capture_blocker())
+        out = func(*args, **(kwargs or {}))
         outs = _strided(out)
         if self.host_sync is None:
-            name = func._schema.name
-            if name in HOST_SYNC_OPS:
-                self.host_sync = name
-            elif any(t.device.type == "cpu" for t in outs) and any(t.device.type != "cpu" for t in ins):
-                self.host_sync = name
+            if any(t.device.type == "cpu" for t in outs) and any(t.device.type != "cpu" for t in ins):
+                self.host_sync = func._schema.name
+        if self._input_storages and func._schema.is_mutable:
+            for t in _written(func, args, kwargs):
+                self.mutated.update(self._input_storages.get(storage_id(t.untyped_storage()), ()))
         arg_storages = {storage_id(t.untyped_storage()) for t in ins}
         for t in outs:
             st = t.untyped_storage()
@@ -63,6 +115,11 @@ class RunWatcher(TorchDispatchMode):
         """Why a graph could not capture what this run did, or None."""
         if self.host_sync is None:
             return None
+        if self.host_sync in DATA_DEPENDENT_SHAPE_OPS:
+            return (
+                f"its output shape depends on the data ({self.host_sync}), which the host must read: "
+                "a CUDA graph cannot capture that"
+            )
         return f"it copies device memory to the host ({self.host_sync}), which a CUDA graph cannot capture"
 
 
