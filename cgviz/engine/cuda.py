@@ -313,7 +313,10 @@ class CudaBackend:
             except BaseException as exc:  # ended below, then re-raised as it was
                 failure = exc
             try:
-                graph.capture_end()
+                with warnings.catch_warnings():
+                    if failure is not None:  # a capture cut short by the function may be empty
+                        warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+                    graph.capture_end()
             except RuntimeError as end_error:
                 self._abandon_capture()
                 cause = failure if failure is not None else end_error
@@ -325,10 +328,18 @@ class CudaBackend:
         return out
 
     def _abandon_capture(self) -> None:
-        """After a capture CUDA refused to end: torch stopped before ending the thread's routing
-        to the pool and will not release the pool's use taken at capture_begin; do both."""
+        """After a capture CUDA refused to end, torch's capture_end stopped early: the thread
+        still allocates into the pool, the pool's use taken at capture_begin is never released,
+        and the CUDA random generator still believes a capture is running (every random op
+        would then raise "Offset increment outside graph capture"). Put all three right; an
+        empty capture that ends normally is what closes the generator's capture."""
         compat.cuda_function("end_allocate_to_pool")(self.index, self.pool)
         compat.cuda_function("release_pool")(self.index, self.pool)
+        closer = torch.cuda.CUDAGraph()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+            closer.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+            closer.capture_end()
 
     def replay(self, graph: CudaGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
         if graph.expanded:

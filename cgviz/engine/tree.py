@@ -15,8 +15,10 @@ reason. The rules follow torch/_inductor/cudagraph_trees.py:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from threading import get_ident
 import warnings
 from collections import Counter
 from typing import Any, Callable, Optional
@@ -93,7 +95,8 @@ class Tree:
         # (node id, variant id) -> why a function that mutates inputs runs eagerly there, or None
         self._mutation_hints: dict[tuple[Optional[int], int], Optional[str]] = {}
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # one call at a time; see _call
+
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
@@ -198,17 +201,21 @@ class Tree:
     def explain(self) -> str:
         from cgviz.engine.explain import explain
 
-        with self._lock:
+        with self._held():
             return explain(self)
 
     def snapshot(self):
         """The tree's state now, as a trace Snapshot."""
-        with self._lock:
+        with self._held():
             return self._recorder.snapshot()
+
+    def _held(self):
+        """The lock, unless this thread is inside a call of this tree and so holds it already."""
+        return contextlib.nullcontext() if self._running_on == get_ident() else self._lock
 
     def _between_calls(self, what: str):
         """The lock, for an operation that must not run inside a call of this tree."""
-        if self._running_on == threading.get_ident():
+        if self._running_on == get_ident():
             raise RuntimeError(
                 f"{what} was called from inside a function of this tree; call it between calls"
             )
@@ -220,36 +227,35 @@ class Tree:
 
     # -- the state machine --------------------------------------------------------------------
     def _call(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
-        me = threading.get_ident()
-        if self._running_on == me:
-            # called from inside another function of this tree: part of that call, run or
-            # captured with it, as torch.compile inlines a compiled function called from one
-            return fn.fn(*args, **kwargs)
-        with self._lock:
-            self._running_on = me
-            try:
-                return self._decide(fn, args, kwargs)
-            finally:
-                self._running_on = None
-
-    def _decide(self, fn: TreeFunction, args: tuple, kwargs: dict) -> Any:
-        # durations are only recorded in steps: no clock reading when nothing is traced
-        start = 0.0 if self._recorder.level is None else time.perf_counter()
+        lock = self._lock
+        if not lock.acquire(False):
+            if self._running_on == get_ident():
+                # called from inside another function of this tree: part of that call, run or
+                # captured with it, as torch.compile inlines a compiled function called from one
+                return fn.fn(*args, **kwargs)
+            lock.acquire()  # another thread's call is running: wait for it
+        self._running_on = get_ident()
         try:
-            key = None if kwargs else signature_key(args)
-            if key is None:
-                why = first_unsupported(args, kwargs, self.backend.unsupported_input)
-                return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why}", start)
-            variant = fn.variants.get(key) or self._new_variant(fn, args, key)
-            if variant.grad_inputs and torch.is_grad_enabled():
-                reason = f"{fn.name} runs eagerly: {grad_reason(variant.grad_inputs[0])}"
-                return self._eager(fn, variant, args, {}, reason, start)
-            if variant.eager_reason is not None:
-                return self._eager(fn, variant, args, {}, variant.eager_reason, start)
-            return self._run(variant, args, start)
-        except BaseException as exc:
-            self._note_error(fn.name, exc, start)
-            raise
+            # durations are only recorded in steps: no clock reading when nothing is traced
+            start = 0.0 if self._recorder.level is None else time.perf_counter()
+            try:
+                key = None if kwargs else signature_key(args)
+                if key is None:
+                    why = first_unsupported(args, kwargs, self.backend.unsupported_input)
+                    return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why}", start)
+                variant = fn.variants.get(key) or self._new_variant(fn, args, key)
+                if variant.grad_inputs and torch.is_grad_enabled():
+                    reason = f"{fn.name} runs eagerly: {grad_reason(variant.grad_inputs[0])}"
+                    return self._eager(fn, variant, args, {}, reason, start)
+                if variant.eager_reason is not None:
+                    return self._eager(fn, variant, args, {}, variant.eager_reason, start)
+                return self._run(variant, args, start)
+            except BaseException as exc:
+                self._note_error(fn.name, exc, start)
+                raise
+        finally:
+            self._running_on = None
+            lock.release()
 
     def _note_error(self, label: str, exc: BaseException, start: float) -> None:
         """An error step for an exception on its way to the caller; recording it never replaces it."""

@@ -1,0 +1,261 @@
+"""What once corrupted a cuda tree's pool or returned wrong values, on real CUDA graphs:
+exceptions right after replays, cuBLAS workspaces, mutation decided per place, expanded
+inputs, capture failures told apart from the user's exceptions, host syncs while capturing,
+inference mode, threads, nested calls, and memory given back when a tree is deleted."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+import torch
+
+import cgviz
+from cgviz.engine.cuda import pool_segments
+
+DEV = "cuda"
+
+
+def calls(tree) -> list[str]:
+    return [s.kind for s in tree.trace.expanded() if s.kind in ("warmup", "record", "execute", "eager", "error")]
+
+
+def unowned_live_blocks(tree) -> list:
+    """Allocated pool blocks that no live output or input buffer owns."""
+    snap = tree.snapshot()
+    return [
+        (hex(b.address), b.size, b.owner)
+        for seg in snap.segments
+        for b in seg.blocks
+        if b.allocated and b.node is None
+    ]
+
+
+def pool_left(pool) -> list:
+    """The segments left in a private pool once its tree was deleted and collected
+    (the pool's memory goes back to the device only when none are left)."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return pool_segments(torch.cuda.current_device(), pool)
+
+
+def test_exception_right_after_replays_keeps_the_pool_sound():
+    t = cgviz.Tree(DEV)
+    state = {"raised": False}
+
+    def g_fn(y):
+        if not state["raised"]:
+            state["raised"] = True
+            raise ValueError("first call fails")
+        return y * 3
+
+    f = t.wrap(lambda x: x * 2 + 1, name="f")
+    g = t.wrap(g_fn, name="g")
+    x = torch.randn(8, device=DEV)
+    for _ in range(3):
+        y = f(x)
+        del y
+    y = f(x)
+    with pytest.raises(ValueError, match="first call fails"):
+        g(y)
+    z = g(y)
+    assert torch.equal(z, (x * 2 + 1) * 3)
+    t.mark_step()
+    for i in range(4):
+        a = torch.randn(8, device=DEV)
+        y = f(a)
+        z = g(y)
+        assert torch.equal(z, (a * 2 + 1) * 3)
+        del y, z
+        t.mark_step()
+    assert calls(t)[-2:] == ["execute", "execute"]
+    assert unowned_live_blocks(t) == []
+    pool = t.backend.pool
+    del f, g, t
+    assert pool_left(pool) == []
+
+
+def test_matmuls_keep_no_cublas_workspace_in_the_pool():
+    t = cgviz.Tree(DEV)
+    f = t.wrap(lambda x: x * 2, name="f")
+    g = t.wrap(lambda a, w: torch.relu(a @ w), static=(1,), name="g")
+    w = torch.randn(256, 256, device=DEV)
+    x = torch.randn(256, device=DEV)
+    for _ in range(3):
+        y = f(x)
+        del y
+    for step in range(4):
+        t.mark_step()
+        a = torch.randn(64, 256, device=DEV)
+        out = g(a, w)
+        torch.testing.assert_close(out, torch.relu(a @ w))
+        del out
+    assert "execute" in calls(t)[-2:]
+    w = torch.randn(256, 256, device=DEV)  # moves: a new recording
+    t.mark_step()
+    out = g(a, w)
+    torch.testing.assert_close(out, torch.relu(a @ w))
+    assert unowned_live_blocks(t) == []
+    pool = t.backend.pool
+    del out, f, g, t
+    assert pool_left(pool) == []
+
+
+def test_mutating_function_is_eager_where_its_input_is_a_plain_tensor():
+    t = cgviz.Tree(DEV)
+
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    make = t.wrap(lambda x: x + 0, name="make")
+    b = t.wrap(bump, name="bump")
+    for _ in range(3):
+        m = make(torch.zeros(4, device=DEV))
+        y = b(m)
+        assert torch.equal(m, torch.ones(4, device=DEV)) and torch.equal(y, torch.full((4,), 2.0, device=DEV))
+        del m, y
+    assert calls(t)[-1] == "execute"
+    plain = torch.zeros(4, device=DEV)
+    y = b(plain)
+    assert torch.equal(plain, torch.ones(4, device=DEV)), "the caller's tensor was not mutated"
+    assert torch.equal(y, torch.full((4,), 2.0, device=DEV)) and calls(t)[-1] == "eager"
+
+
+def test_expanded_input_is_graphed():
+    t = cgviz.Tree(DEV)
+    f = t.wrap(lambda x: x * 2 + 1, name="f")
+    for _ in range(4):
+        x = torch.randn(1, 64, device=DEV).expand(8, 64)
+        y = f(x)
+        assert torch.equal(y, x * 2 + 1)
+        del y
+    assert calls(t) == ["warmup", "record", "execute", "execute"]
+
+
+def test_users_exception_mentioning_capture_propagates_and_stays_graphed():
+    t = cgviz.Tree(DEV)
+    ran = []
+
+    def fn(x):
+        ran.append(1)
+        if len(ran) == 2:
+            raise ValueError("could not capture this")
+        return x * 2
+
+    f = t.wrap(fn, name="f")
+    x = torch.randn(8, device=DEV)
+    f(x)
+    with pytest.raises(ValueError, match="could not capture this"):
+        f(x)
+    assert len(ran) == 2, "the function ran again after raising"
+    for _ in range(2):
+        y = f(x)
+        assert torch.equal(y, x * 2)
+        del y
+    assert calls(t) == ["warmup", "error", "record", "execute"]
+
+
+def test_host_sync_only_while_capturing_falls_back_with_eager_values_and_tree_works():
+    t = cgviz.Tree(DEV)
+    ran = []
+
+    def fn(x):  # logs a value on its second call only: the call that records
+        ran.append(1)
+        if len(ran) == 2:
+            ran.append(x.sum().item())
+        return x * 2
+
+    f = t.wrap(fn, name="f")
+    g = t.wrap(lambda x: x + 1, name="g")
+    x = torch.randn(8, device=DEV)
+    assert torch.equal(f(x), x * 2)
+    stream = torch.cuda.current_stream()
+    y = f(x)
+    assert torch.equal(y, x * 2)
+    assert torch.cuda.current_stream() == stream, "the capture stream was left current"
+    assert calls(t) == ["warmup", "eager"]
+    assert "capturing it failed" in t.trace.steps[-1].reason and "_local_scalar_dense" in t.trace.steps[-1].reason
+    assert torch.equal(f(x), x * 2) and calls(t)[-1] == "eager"
+    for i in range(3):
+        a = torch.randn(8, device=DEV)
+        z = g(a)
+        assert torch.equal(z, a + 1)
+        del z
+    assert calls(t)[-3:] == ["warmup", "record", "execute"]
+    pool = t.backend.pool
+    del f, g, y, t
+    assert pool_left(pool) == []
+
+
+@pytest.mark.parametrize("fn", [lambda x: x[x > 0] * 2, lambda x: torch.unique(x) + 1])
+def test_data_dependent_shapes_decide_as_on_sim(fn):
+    trees = {dev: cgviz.Tree(dev) for dev in ("sim", DEV)}
+    for dev, t in trees.items():
+        f = t.wrap(fn, name="f")
+        for i in range(3):
+            x = torch.randn(32, generator=torch.Generator().manual_seed(i))
+            x = x.to("cpu" if dev == "sim" else DEV)
+            torch.testing.assert_close(f(x), fn(x))
+    assert calls(trees["sim"]) == calls(trees[DEV]) == ["warmup", "eager", "eager"]
+
+
+def test_inference_mode_is_graphed():
+    t = cgviz.Tree(DEV)
+    f = t.wrap(lambda x, w: torch.relu(x @ w), static=(1,), name="f")
+    with torch.inference_mode():
+        w = torch.randn(64, 64, device=DEV)
+        for _ in range(4):
+            x = torch.randn(8, 64, device=DEV)
+            y = f(x, w)
+            torch.testing.assert_close(y, torch.relu(x @ w))
+            del y
+    assert calls(t) == ["warmup", "record", "execute", "execute"]
+
+
+def test_nested_call_is_captured_in_the_outer_graph():
+    t = cgviz.Tree(DEV)
+    inner = t.wrap(lambda x: x * 3, name="inner")
+    outer = t.wrap(lambda x: inner(x) + 1, name="outer")
+    for _ in range(50):
+        x = torch.randn(8, device=DEV)
+        y = outer(x)
+        assert torch.equal(y, x * 3 + 1)
+        del y
+    assert [n.variant.label for n in t.nodes if n.kind == "graph"] == ["outer"]
+
+
+def test_two_threads_on_one_tree_never_get_wrong_values():
+    t = cgviz.Tree(DEV)
+    f = t.wrap(lambda x, w: torch.tanh(x @ w), static=(1,), name="f")
+    w = torch.randn(128, 128, device=DEV)
+    barrier = threading.Barrier(2)
+    # The threads only call the tree and copy its outputs. Drawn before they start: while one
+    # thread captures, CUDA's random generator belongs to that capture (another thread's
+    # torch.randn raises), and cuBLAS workspaces are cleared around warmups and captures, so
+    # other threads must not run matmuls of their own meanwhile: limits torch's trees share.
+    inputs = [[torch.randn(16, 128, device=DEV) for _ in range(300)] for _ in range(2)]
+    results: list[list] = [[], []]
+
+    def worker(k: int) -> None:
+        barrier.wait()
+        for x in inputs[k]:
+            y = f(x, w)
+            results[k].append(y.clone())
+            del y
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wrong = [
+        (k, i)
+        for k in range(2)
+        for i, (x, y) in enumerate(zip(inputs[k], results[k]))
+        if not torch.allclose(y, torch.tanh(x @ w), atol=1e-5)
+    ]
+    assert [len(r) for r in results] == [300, 300] and wrong == []
+    assert len(calls(t)) == 600 and unowned_live_blocks(t) == []
