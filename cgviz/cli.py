@@ -27,6 +27,14 @@ def _demo(args: argparse.Namespace) -> int:
     outputs = args.output or []
     html_paths = [p for p in outputs if _is_html(p)] or [DEMO_HTML]
     trace_paths = [p for p in outputs if not _is_html(p)]
+    from cgviz.trace.io import check_save_target
+
+    for path in trace_paths + html_paths:  # refuse a FIFO, a directory, ... before running anything
+        try:
+            check_save_target(path, "HTML" if _is_html(path) else "trace")
+        except OSError as exc:
+            print(f"cgviz demo: {_os_message(exc, 'write', path)}", file=sys.stderr)
+            return 1
     scenario = SCENARIOS[args.scenario]
     print(f"cgviz demo · {scenario.title} · backend {args.backend}", flush=True)
     print(scenario.description)

@@ -12,6 +12,12 @@ Loading checks every field against the dataclass annotations of `cgviz.trace.mod
 (one generic validator, so a new field is checked without new code) and reports what
 is wrong, and where, in a `TraceFormatError` naming the file. A table entry is checked
 where it is first used, so messages name the step ("step 4 snapshot node 2 output 0").
+Values that would load and then fail later are refused too: a lone surrogate in a string
+(it cannot be written as UTF-8), NaN or an infinite number, an integer too long to convert,
+a repeated block (`span`) reaching before the first step, nesting too deep to read.
+
+Saving writes every string through `safe_text`, so a lone surrogate from user code (an
+exception message) is written as its escape text and the trace stays savable.
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ import contextlib
 import dataclasses
 import errno
 import json
+import math
 import os
+import re
 import secrets
+import stat
+import sys
 import types
 import typing
 from functools import lru_cache
 from typing import Any, Callable, Literal, Optional, TextIO, Union
 
-from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
+from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
 
 FORMAT = "cgviz-trace"
 _TOP_KEYS = {
@@ -45,6 +55,9 @@ _COMPACT: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False, "separato
 # An entry's canonical form, by which equal objects find one entry: its JSON text. One encoder
 # made once, since json.dumps() with options makes a new one on every call.
 _canonical = json.JSONEncoder(check_circular=False, **_COMPACT).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# How deep the free-form `meta` may nest: deeper would load, then fail to save (RecursionError).
+META_DEPTH = 100
 
 
 class TraceFormatError(ValueError):
@@ -238,7 +251,68 @@ def _equal_until(a: list, b: list, start: int, stop: int, chunk: int = 64) -> in
 
 
 def dumps(trace: Trace) -> str:
-    return json.dumps(to_dict(trace), **_COMPACT)
+    """The trace as compact JSON text in the current layout, valid UTF-8 whatever its strings hold."""
+    return _json_safe(json.dumps(to_dict(trace), **_COMPACT))
+
+
+def _json_safe(text: str) -> str:
+    """JSON text with each lone surrogate (left raw by `ensure_ascii=False`) replaced by the
+    JSON form of its `safe_text` escape: text that UTF-8 cannot encode could not be saved."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub(lambda m: json.dumps(safe_text(m.group()))[1:-1], text)
+
+
+def with_safe_text(trace: Trace) -> Trace:
+    """`trace` itself when all its text can be written as UTF-8, else a copy with every string
+    passed through `safe_text`, so that views can draw it and pages holding it can be written."""
+    return _safe_copy(trace, {}) if _holds_surrogate(trace) else trace
+
+
+def _holds_surrogate(trace: Trace) -> bool:
+    """Whether any string in the trace holds a lone surrogate; each shared object is seen once."""
+    seen: set[int] = set()
+    stack: list[Any] = [trace.meta, trace.steps]
+    pop, push, push_all = stack.pop, stack.append, stack.extend
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind is str:
+            if not value.isascii() and _SURROGATE.search(value):
+                return True
+        elif kind is list or kind is tuple:
+            push_all(value)
+        elif kind is dict:
+            push_all(value)
+            push_all(value.values())
+        elif kind in _MODEL and id(value) not in seen:
+            seen.add(id(value))
+            for name in _MODEL[kind]:
+                push(getattr(value, name))
+    return False
+
+
+# The model's classes and their fields, for walking a trace.
+_MODEL: dict[type, tuple[str, ...]] = {
+    cls: tuple(_fields(cls)) for cls in (Step, Snapshot, NodeView, OutputView, Segment, Block)
+}
+
+
+def _safe_copy(value: Any, memo: dict[int, Any]) -> Any:
+    """A copy of `value` with each string through `safe_text`; objects shared stay shared."""
+    kind = type(value)
+    if kind is str:
+        return safe_text(value)
+    if kind is list or kind is tuple:
+        return kind(_safe_copy(v, memo) for v in value)
+    if kind is dict:
+        return {_safe_copy(k, memo): _safe_copy(v, memo) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if id(value) not in memo:
+            memo[id(value)] = dataclasses.replace(
+                value, **{name: _safe_copy(getattr(value, name), memo) for name in _fields(kind)})
+        return memo[id(value)]
+    return value
 
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> None:
@@ -248,23 +322,34 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[TextIO], None], what: str = "file") -> None:
-    """Write through `write(fh)` to a temp file beside `path`, fsync it, then rename it over
-    `path`, so a crash or error mid-write leaves any previous file intact."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"cannot save {what} to {path}: directory {directory} does not exist")
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode as for open(): umask applies
+    """Write through `write(fh)` to a temp file beside the target, fsync it, then rename it over
+    the target, so a crash or error mid-write leaves any previous file intact.
+
+    The target is `path`, or the file a symbolic link at `path` points to (the link stays a
+    link). An existing target must be a writable regular file, and keeps its permission bits;
+    anything else (a directory, a FIFO, a device, a read-only file) is refused before anything
+    is written, since renaming over it would silently replace it. Errors name the target.
+    """
+    target, mode = _save_target(path, what)
+    directory = os.path.dirname(os.path.abspath(target))
+    tmp = os.path.join(directory, f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode as for open(): umask applies
+    except OSError as exc:
+        raise _naming(exc, target) from None
     try:
         with open(fd, "w", encoding="utf-8", newline="\n") as fh:
+            if mode is not None:
+                os.chmod(tmp, mode)  # the file replaced keeps its permission bits
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, target)
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming(exc, target) from None
         raise
     with contextlib.suppress(OSError, AttributeError):  # make the rename durable where supported
         dfd = os.open(directory, os.O_RDONLY)
@@ -272,6 +357,59 @@ def write_atomic(path: str | os.PathLike, write: Callable[[TextIO], None], what:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def check_save_target(path: str | os.PathLike, what: str = "file") -> None:
+    """Raise now what `write_atomic(path, ...)` would refuse, before work whose result it
+    would write (an HTML page can take a while to build)."""
+    _save_target(path, what)
+
+
+def _save_target(path: str | os.PathLike, what: str) -> tuple[str, Optional[int]]:
+    """The file a save to `path` writes (`path`, or a symbolic link's target) and the permission
+    bits of the file there (None when there is none yet); raises when it must not be replaced."""
+    path = os.fspath(path)
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    shown = target if target == path else f"{target} (the target of the link {path})"
+    return target, _replaceable(target, shown, what)
+
+
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _replaceable(target: str, shown: str, what: str) -> Optional[int]:
+    """The permission bits of the file at `target`, or None when there is none yet; raises
+    (naming `shown`) when a save must not go there."""
+    directory = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(directory):
+        if os.path.exists(directory):
+            raise NotADirectoryError(f"cannot save {what} to {shown}: {directory} is not a directory")
+        raise FileNotFoundError(f"cannot save {what} to {shown}: directory {directory} does not exist")
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:  # a loop of symbolic links, ...
+        raise _naming(exc, target) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"cannot save {what} to {shown}: it is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
+        raise OSError(f"cannot save {what} to {shown}: it is {kind}, not a regular file")
+    if st is not None and (not st.st_mode & 0o222 or not os.access(target, os.W_OK)):
+        raise PermissionError(f"cannot save {what} to {shown}: the file is read-only (left unchanged)")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot save {what} to {shown}: directory {directory} is not writable")
+    return None if st is None else stat.S_IMODE(st.st_mode)
+
+
+def _naming(exc: OSError, target: str) -> OSError:
+    """`exc` as raised for `target`: an OS error about the temp file or an unnamed one (a full
+    disk) names the file the caller asked for instead."""
+    if exc.errno is None or not exc.strerror:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, target)
 
 
 # -- decoding -----------------------------------------------------------------------------------
@@ -292,26 +430,69 @@ def load_trace(path: str | os.PathLike) -> Trace:
 
 
 def loads(text: str, source: str = "<string>") -> Trace:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceFormatError(
-            f"{source}: truncated or not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}, char {exc.pos})"
-        ) from None
+    """Parse and validate a trace's JSON text; any problem is a TraceFormatError naming `source`."""
+    data = _parse(text, source)
     try:
         return from_dict(data)
     except TraceFormatError as exc:
         raise TraceFormatError(f"{source}: {exc}") from None
 
 
+def _parse(text: str, source: str) -> Any:
+    """The JSON value of `text`. NaN, Infinity and integers too long to convert parse as
+    `_Unreadable` markers, so that the builder reports them with the field that holds them."""
+    try:
+        return json.loads(text, parse_constant=_Unreadable.constant)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(
+            f"{source}: truncated or not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}, char {exc.pos})"
+        ) from None
+    except RecursionError:
+        raise TraceFormatError(f"{source}: {_TOO_DEEP}") from None
+    except ValueError:  # an integer longer than int() converts: parse again (the slow way) marking it
+        return json.loads(text, parse_constant=_Unreadable.constant, parse_int=_Unreadable.integer)
+
+
+_TOO_DEEP = "not a cgviz trace (arrays and objects nested too deeply to read: Python's recursion limit reached)"
+
+
+class _Unreadable:
+    """A value Python's json reads but a trace cannot hold: NaN or Infinity (not JSON, and
+    refused when saving) or an integer of more digits than int() converts."""
+
+    __slots__ = ("kind", "problem")
+
+    def __init__(self, kind: str, problem: str) -> None:
+        self.kind, self.problem = kind, problem
+
+    def __repr__(self) -> str:
+        return self.kind
+
+    @classmethod
+    def constant(cls, name: str) -> "_Unreadable":
+        return cls(name, f"is {name}, which is not a JSON number (a trace holds finite numbers only)")
+
+    @classmethod
+    def integer(cls, digits: str) -> Any:
+        try:
+            return int(digits)
+        except ValueError:
+            n, limit = len(digits.lstrip("-")), sys.get_int_max_str_digits()
+            return cls(f"a {n}-digit integer", f"is an integer of {n} digits, more than the {limit} Python converts")
+
+
 def from_dict(data: Any) -> Trace:
     """Build a Trace from its JSON form (any layout up to the current one), checking every field;
     raises TraceFormatError."""
-    version = _check_top_level(data)
-    reader = _Reader(_tables(data["tables"]) if "tables" in _TOP_KEYS[version] else None)
-    steps = reader.build(list[Step], data["steps"], "", "steps")
-    reader.check_unused_entries()
-    return Trace(steps=steps, meta=reader.build(dict, data["meta"], "", "meta"), schema_version=version)
+    try:
+        version = _check_top_level(data)
+        reader = _Reader(_tables(data["tables"]) if "tables" in _TOP_KEYS[version] else None)
+        steps = reader.build(list[Step], data["steps"], "", "steps")
+        _check_spans(steps)
+        reader.check_unused_entries()
+        return Trace(steps=steps, meta=reader.build(dict, data["meta"], "", "meta"), schema_version=version)
+    except RecursionError:
+        raise TraceFormatError(_TOO_DEEP) from None
 
 
 def _check_top_level(data: Any) -> int:
@@ -371,7 +552,9 @@ class _Reader:
         kind, arg = _shape(tp)
         if kind == "scalar":
             if type(value) is not arg:
-                _fail(ctx, name, f"must be {_EXPECTED[arg]}, not {_kind(value)}")
+                _fail(ctx, name, _wrong_type(value, _EXPECTED[arg]))
+            if arg is str and not value.isascii():
+                _check_text(value, ctx, name)
             return value
         if kind == "optional":
             return None if value is None else self.build(arg, value, ctx, name)
@@ -389,10 +572,13 @@ class _Reader:
             return self._build_dataclass(arg, value, where)
         if kind == "float":
             if type(value) not in (int, float):
-                _fail(ctx, name, f"must be a number, not {_kind(value)}")
+                _fail(ctx, name, _wrong_type(value, "a number"))
+            if not math.isfinite(value):
+                _fail(ctx, name, f"must be a finite number, not {value!r}")
             return float(value)
         if kind == "dict" and type(value) is not dict:
             _fail(ctx, name, f"must be an object, not {_kind(value)}")
+        _check_free_form(value, ctx, name)
         return value  # a dict, or Any
 
     def _build_list(self, item: Any, value: Any, ctx: str, name: str) -> list:
@@ -480,6 +666,50 @@ class _Reader:
                     self._resolve(cls, ref, "", "", f"{table} table entry {ref}")
 
 
+def _check_spans(steps: list[Step]) -> None:
+    """A step's `span` counts the steps of the repeated block ending at it, so it lies within
+    the steps up to it: anything else would index past the first step when the trace is used."""
+    for i, step in enumerate(steps):
+        if not 1 <= step.span <= i + 1:
+            _fail(f"step {i}", "span", f"must be from 1 to {i + 1}: a block of steps ending at step {i} cannot start "
+                  f"before step 0 (got {step.span})")
+
+
+def _check_text(text: str, ctx: str, name: str, subject: str = "") -> None:
+    """Refuse a string holding a lone surrogate (a JSON escape such as \\ud800 read alone):
+    UTF-8 cannot encode it, so the trace could be loaded but not rendered or saved."""
+    found = _SURROGATE.search(text)
+    if found:
+        _fail(ctx, name, f"{subject}must be valid Unicode text, but holds the lone surrogate {found.group()!r} "
+                         f"at character {found.start()}")
+
+
+def _check_free_form(value: Any, ctx: str, name: str) -> None:
+    """Check free-form JSON (`meta`) for what would load but fail later: lone surrogates, NaN
+    and infinite numbers, integers too long, nesting too deep to save. Iterative, since the
+    nesting is what may be too deep."""
+    stack = [(value, name, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                _check_text(item, ctx, where)
+        elif kind is float:
+            if not math.isfinite(item):
+                _fail(ctx, where, f"must be a finite number, not {item!r}")
+        elif kind is dict or kind is list:
+            if depth == META_DEPTH:
+                _fail(ctx, name, f"nests deeper than {META_DEPTH} levels of arrays and objects")
+            for key, v in item.items() if kind is dict else enumerate(item):
+                if kind is dict and type(key) is str and not key.isascii():
+                    _check_text(key, ctx, where, "has a key that ")
+                label = json.dumps(key, ensure_ascii=False) if kind is dict else key
+                stack.append((v, f"{where}[{label}]", depth + 1))
+        elif isinstance(item, _Unreadable):
+            _fail(ctx, where, item.problem)
+
+
 def _check_step(step: Step, ctx: str) -> None:
     if step.repeat < 1:
         _fail(ctx, "repeat", f"must be at least 1 (got {step.repeat})")
@@ -491,10 +721,19 @@ def _check_step(step: Step, ctx: str) -> None:
 _EXPECTED = {int: "an integer", str: "a string", bool: "true or false"}
 
 
+def _wrong_type(value: Any, expected: str) -> str:
+    """Why `value` cannot be a field's value: its own problem for an unreadable number."""
+    if isinstance(value, _Unreadable):
+        return value.problem
+    return f"must be {expected}, not {_kind(value)}"
+
+
 def _kind(value: Any) -> str:
     """The JSON name of a value's type, for messages."""
     names = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number",
              str: "a string", list: "an array", dict: "an object"}
+    if isinstance(value, _Unreadable):
+        return value.kind
     return names.get(type(value), type(value).__name__)
 
 

@@ -11,6 +11,19 @@ from typing import Literal, Optional
 
 SCHEMA_VERSION = 2
 
+
+def safe_text(s: str) -> str:
+    """`s` with each lone surrogate written as its escape text (the six characters `\\udcff`).
+
+    Text from user code (an exception message, a function name from undecodable bytes) can
+    hold lone surrogates, which UTF-8 cannot encode, so a trace or page holding one could not
+    be written. The escape keeps the rest of the text and shows where the bad character was.
+    """
+    if s.isascii():
+        return s
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 StepKind = Literal[
     "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error"
 ]

@@ -34,7 +34,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.trace.diff import format_bytes
-from cgviz.trace.io import write_atomic
+from cgviz.trace.io import check_save_target, with_safe_text, write_atomic
+from cgviz.trace.model import safe_text
 from cgviz.views.colors import STEP_COLORS
 
 if TYPE_CHECKING:
@@ -63,11 +64,15 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
     `renderer` draws the trees: "graphviz", "builtin", or "auto" (Graphviz when `dot` is
     installed and the trace is small enough to lay out every distinct tree in about ten
     seconds, else the built-in layout). The file is written atomically: a temporary file
-    beside `path`, renamed over it.
+    beside `path`, renamed over it (see `write_atomic` for what is refused). Lone surrogates
+    in the trace's text or the title are shown as their escape text (`safe_text`), since UTF-8
+    cannot encode them.
     """
     if renderer not in ("auto", "graphviz", "builtin"):
         raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
-    page = _Page(trace, title, renderer).build()
+    if path is not None:
+        check_save_target(path, "HTML")  # before building the page, which can take a while
+    page = _Page(with_safe_text(trace), title and safe_text(title), renderer).build()
     if path is not None:
         write_atomic(path, lambda fh: fh.write(page), "HTML")
     return page
