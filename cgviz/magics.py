@@ -6,6 +6,9 @@
     %cgviz status|explore|reset [NAME]
     %cgviz save PATH [NAME]
 
+Arguments are split as a shell splits them: quote a PATH or NAME that holds spaces
+(`--save "runs/my run.cgtrace.json"`); the quotes are not part of it.
+
 `%%cudagraph` watches every `cgviz.Tree` of the process (see `cgviz.engine.registry`): the
 steps any tree takes while the cell runs are summed up in plain text, and shown in an
 Explorer widget (on a copy of the steps, so a displayed Explorer never slows the tree down
@@ -33,6 +36,7 @@ from typing import Any, Callable, Optional
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.utils.process import arg_split
 
 import cgviz
 from cgviz.engine import registry
@@ -50,6 +54,42 @@ KIND_WORDS = (
 )
 TORCH_UNAVAILABLE = "--torch needs cgviz.observe_torch (not available in this version)"
 SUBCOMMANDS = ("status", "explore", "reset", "save")
+
+
+def split_arguments(line: str) -> list[str]:
+    """The magic's line split as a shell splits it: quotes group words and are removed.
+
+    IPython's parse_argstring splits with posix=False, which keeps the quotes, so a quoted
+    path would name a file whose name starts with a quote. On Windows, posix splitting
+    would eat the backslashes of a path, so the quotes are taken off each word instead.
+    An unbalanced quote is a UsageError that says so.
+    """
+    try:
+        if os.name != "nt":
+            return arg_split(line, posix=True, strict=True)
+        return [_unquote(word) for word in arg_split(line, posix=False, strict=True)]
+    except ValueError as exc:
+        raise UsageError(
+            f"cannot split the arguments ({str(exc).lower()}): {line.strip()}; "
+            "close the quote, or put a backslash before a quote meant literally"
+        ) from None
+
+
+def _unquote(word: str) -> str:
+    """A word without the pair of quotes around it (posix=False splitting keeps them)."""
+    if len(word) >= 2 and word[0] == word[-1] and word[0] in "\"'":
+        return word[1:-1]
+    return word
+
+
+def _missing_directory(path: str) -> Optional[str]:
+    """Why `path` cannot be written because of its parent directory, or None."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(parent):
+        return None
+    if os.path.exists(parent):
+        return f"{parent} is not a directory"
+    return f"directory {parent} does not exist (create it first)"
 
 
 class _HelpFormatter(magic_arguments.MagicHelpFormatter):
@@ -246,14 +286,17 @@ class CudaGraphMagics(Magics):
             "its whole trace, not only the cell's steps"
         ),
     )
-    @magic_arguments.argument("--save", metavar="PATH", help="save the trace as JSON (cgviz.Trace.load reads it)")
+    @magic_arguments.argument(
+        "--save", metavar="PATH",
+        help="save the trace as JSON (cgviz.Trace.load reads it); quote a PATH that holds spaces",
+    )
     @magic_arguments.argument("--no-widget", action="store_true", help="print the summary only, no Explorer")
     @cell_magic
     def cudagraph(self, line: str, cell: str) -> None:
         """Run the cell and show what the CUDA graph trees did in it."""
         parser = self.cudagraph.parser
         try:
-            args = parser.parse_argstring(line)
+            args = parser.parse_args(split_arguments(line))
             if args.runs < 1:
                 raise UsageError(f"-n must be a positive number of runs, not {args.runs}")
             named = self._resolve(args.tree) if args.tree is not None else None
@@ -362,6 +405,10 @@ class CudaGraphMagics(Magics):
 
     def _save(self, trace: Any, label: str, path: str) -> Optional[str]:
         path = os.path.expanduser(path)
+        problem = _missing_directory(path)
+        if problem is not None:
+            print(f"cgviz: error: could not save the trace of {label}: {problem}", file=sys.stderr)
+            return None
         try:
             trace.save(path)
         except (OSError, ValueError) as exc:
@@ -388,7 +435,7 @@ class CudaGraphMagics(Magics):
         """Inspect, explore, reset or save a cgviz tree."""
         parser = self.cgviz.parser
         try:
-            args = parser.parse_argstring(line)
+            args = parser.parse_args(split_arguments(line))
             command, rest = args.command, list(args.args)
             path = None
             if command == "save":

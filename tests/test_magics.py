@@ -308,6 +308,40 @@ def test_save_to_a_missing_directory_is_a_one_line_error(sim, tmp_path):
     assert "recordings 0" in run.stdout  # the cell ran, the summary is there
 
 
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_save_to_a_quoted_path_with_spaces_loads_back(sim, tmp_path, quote):
+    other = "'" if quote == '"' else '"'
+    path = tmp_path / "my runs" / f"a {other}quoted{other} run.cgtrace.json"
+    path.parent.mkdir()
+    run = cudagraph(sim, f"-n 3 --no-widget --save {quote}{path}{quote}")
+    assert "error" not in run.stderr and f"to {path}" in run.stdout
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert io.dumps(cgviz.Trace.load(path)) == io.dumps(sim.user_ns["tree"].trace)
+    assert run.magics.last.saved == str(path)
+
+
+def test_quoted_tree_name_and_path_in_both_magics(sim, tmp_path):
+    sim.run_cell("spaced = cgviz.Tree('sim', name='my tree')\ng = spaced.wrap(torch.neg)")
+    first, second = tmp_path / "cell run.json", tmp_path / "line run.json"
+    run = cudagraph(sim, f'--no-widget --tree "my tree" --save "{first}"', "w = g(x); del w")
+    assert "error" not in run.stderr and run.magics.last.saved == str(first)
+    run = Run(sim, f"%cgviz save '{second}' 'my tree'")
+    assert "error" not in run.stderr and f"to {second}" in run.stdout
+    trace = sim.user_ns["spaced"].trace
+    assert io.dumps(cgviz.Trace.load(first)) == io.dumps(cgviz.Trace.load(second)) == io.dumps(trace)
+
+
+def test_save_to_a_missing_directory_names_it(sim, tmp_path):
+    missing = tmp_path / "no such dir"
+    run = cudagraph(sim, f'--no-widget --save "{missing / "run.json"}"')
+    errors = [ln for ln in run.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and f"directory {missing} does not exist" in errors[0]
+    assert "Traceback" not in run.text and not missing.exists()
+    (tmp_path / "a file").write_text("")
+    run = Run(sim, f'%cgviz save "{tmp_path / "a file" / "run.json"}" tree')
+    assert f"{tmp_path / 'a file'} is not a directory" in run.stderr and "Traceback" not in run.text
+
+
 def test_mark_step_adds_generation_steps(sim):
     tree = sim.user_ns["tree"]
     run = cudagraph(sim, "-n 3 --mark-step --tree tree --no-widget", "y = f(x)")
@@ -423,6 +457,8 @@ def test_a_syntax_error_stops_at_the_first_run(sim):
         ("-n", "argument -n: expected one argument"),
         ("--tree nope", "no cgviz tree named 'nope'"),
         ("--save", "argument --save: expected one argument"),
+        ('--save "runs/my run.json', "cannot split the arguments (no closing quotation)"),
+        ("--tree 'my tree", "cannot split the arguments (no closing quotation)"),
     ],
 )
 def test_bad_arguments_print_usage_and_one_error_line(sim, line, message):
@@ -495,6 +531,8 @@ def test_cgviz_explore_displays_a_live_explorer(sim):
         ("status nope", "no cgviz tree named 'nope'"),
         ("status tree extra", "takes at most one tree NAME"),
         ("explore --bad", "unrecognized arguments: --bad"),
+        ("save 'my run.json", "cannot split the arguments (no closing quotation)"),
+        ('status "my tree', "cannot split the arguments (no closing quotation)"),
     ],
 )
 def test_cgviz_bad_arguments(sim, line, message):

@@ -1,9 +1,16 @@
-"""cgviz.observe_torch: hooks come and go cleanly; the traces it recorded on a GPU read back."""
+"""cgviz.observe_torch: hooks come and go cleanly; the traces it recorded on a GPU read back,
+hold no machine's absolute paths and say what torch's warmup ids mean."""
+
+import json
+import re
+from pathlib import Path
 
 import pytest
 
+import cgviz.data
 from cgviz.data import torch_trace, torch_trace_names
-from cgviz.observe.torch_compile import observe_torch, start_observing, stop_observing
+from cgviz.observe import _torch_layout as layout
+from cgviz.observe.torch_compile import observe_torch, portable_path, portable_paths, start_observing, stop_observing
 
 
 def test_hooks_are_removed_on_exit_and_on_exception():
@@ -108,3 +115,94 @@ def test_warmup_outputs_without_metadata_say_so_in_every_view():
     assert "not recorded" in table and "0 B" not in table
     page = to_html(trace, renderer="builtin")
     assert "not recorded" in page and "0: [] 0 B" not in page
+
+
+# -- what the traces say: portable paths, torch's ids in plain words -------------------------------
+DATA = Path(cgviz.data.__file__).parent
+# an absolute path: a whole string or a word starting with "/", a directory that names the
+# recording machine, an installed package's directory, or a Windows drive
+LOOKS_ABSOLUTE = re.compile(r"""^/|(?:^|[\s"'(\[=,])/\w|/home/|/usr/|/root/|/tmp/|site-packages/|dist-packages/|\b[A-Za-z]:[\\/]""")
+
+
+def strings_in(value):
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def shipped_traces() -> list[Path]:
+    files = sorted(DATA.glob("**/*.json"))
+    assert {p.parent.name for p in files} == {"gpu", "torch"} and len(files) >= 12
+    return files
+
+
+def test_no_shipped_trace_holds_an_absolute_path():
+    found = [(p.name, s[:120]) for p in shipped_traces()
+             for s in strings_in(json.loads(p.read_text(encoding="utf-8"))) if LOOKS_ABSOLUTE.search(s)]
+    assert found == []
+
+
+def test_the_absolute_path_check_sees_the_paths_torch_writes():
+    for text in ('File "/work/x/test_a.py", line 3', "/opt/conda/lib/python3.11/site-packages/torch/a.py",
+                 "at C:\\Users\\me\\a.py", "(/srv/run/a.py)"):
+        assert LOOKS_ABSOLUTE.search(text), text
+    for text in ("torch/_inductor/cudagraph_trees.py:123", "warmup/record", "see https://pytorch.org/docs/x", "a / b"):
+        assert not LOOKS_ABSOLUTE.search(text), text
+
+
+def test_portable_path_keeps_what_means_something_on_another_machine(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert portable_path("/opt/env/lib/python3.11/site-packages/torch/_inductor/cudagraph_trees.py") == (
+        "torch/_inductor/cudagraph_trees.py")
+    assert portable_path("/usr/lib/python3/dist-packages/torch/fx/graph.py") == "torch/fx/graph.py"
+    assert portable_path(str(tmp_path / "tests" / "gpu" / "test_a.py")) == "tests/gpu/test_a.py"
+    assert portable_path("/home/someone/project/models/net.py") == "models/net.py"
+    assert portable_path("C:\\Users\\someone\\project\\net.py") == "project/net.py"
+
+
+def test_portable_paths_rewrites_paths_inside_a_reason(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    reason = (f'skipping cudagraphs due to cpu device. Found from :\n   File "{tmp_path}/my model/net.py", line 9, in fn\n'
+              "   at /opt/env/lib/python3.11/site-packages/torch/_inductor/cudagraph_trees.py:123 (warmup/record; "
+              "see https://pytorch.org/docs/x)")
+    out = portable_paths(reason)
+    assert 'File "my model/net.py", line 9' in out
+    assert "at torch/_inductor/cudagraph_trees.py:123 (warmup/record; see https://pytorch.org/docs/x)" in out
+    assert not LOOKS_ABSOLUTE.search(out)
+
+
+def test_observer_records_reasons_with_portable_paths(tmp_path):
+    observer = start_observing("events")
+    try:
+        observer.step("eager", f'torch.compile skipped CUDA graphs: found from File "{tmp_path}/a/b/net.py", line 3')
+    finally:
+        trace = stop_observing(observer)
+    (step,) = trace.steps
+    assert str(tmp_path) not in step.reason and 'File "b/net.py", line 3' in step.reason
+
+
+def test_shipped_traces_say_what_torchs_warmup_ids_mean():
+    texts = [p.read_text(encoding="utf-8") for p in shipped_traces()]
+    assert not [t for t in texts if "warmup id" in t]
+    warmups = [n for name in torch_trace_names() for s in torch_trace(name).steps if s.snapshot
+               for n in s.snapshot.nodes if n.kind == "warmup"]
+    assert warmups and all("no CUDA graph" in n.signature and "-" not in n.signature for n in warmups)
+
+
+def test_torch_node_id_words_warmups_as_runs_without_a_graph():
+    from torch._inductor import cudagraph_trees as trees
+
+    warmup = object.__new__(trees.CUDAWarmupNode)
+    warmup.id = trees.GraphID(-2)  # torch counts warmup nodes down from -1: no graph id
+    text = layout.torch_node_id(warmup)
+    assert "warmup run 2" in text and "no CUDA graph" in text and "-2" not in text and "id" not in text
+    graph = object.__new__(trees.CUDAGraphNode)
+    graph.id = trees.GraphID(3)
+    assert layout.torch_node_id(graph).endswith("graph id 3")

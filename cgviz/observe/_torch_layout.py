@@ -15,10 +15,64 @@ from typing import Any, Callable
 import torch
 
 _MISSING_REPORTED: set[str] = set()
+_SENTINEL = object()
+
+# -- every private name of torch that cgviz.observe relies on ------------------------------------
+# tests/test_torch_layout.py checks each one against the installed torch. An entry that is a
+# tuple of names lists alternatives (one of them is enough; the first one present is used).
+TREES_MODULE = "torch._inductor.cudagraph_trees"
+MANAGER_CLASS = "CUDAGraphTreeManager"
 # The manager's method that every call of a compiled function goes through, looked up at call
 # time (torch 2.2+; older torch has only run()).
-RUN_METHOD = "_run"
-_SENTINEL = object()
+RUN_METHODS = ("_run", "run")
+# The manager's methods that the observer wraps, by the role the wrapper plays.
+HOOKED_METHODS = {
+    "warmup": "run_eager",
+    "record": "record_function",
+    "execute": "execute_node",
+    "checkpoint": "apply_checkpoint_execution_state_in_allocator",
+    "path_clear": "clear_current_path_state_and_set_to_none",
+    "end_warmup": "try_end_curr_warmup",
+    "dealloc": "dealloc_current_path_weakrefs",
+    "warn": "check_warn_on_unable_to_start_executing",
+}
+# Members of the module's classes that are read or called (instance attributes included).
+CLASS_MEMBERS: dict[str, tuple] = {
+    MANAGER_CLASS: (
+        RUN_METHODS, *HOOKED_METHODS.values(), "get_func_name", "can_start_new_generation",
+        "current_node", "current_gen", "running_forwards_with_pending_backwards", "in_recording",
+        "roots", "path_state", "id_to_mode", "id_to_compile_id", "warned_functions",
+        "cuda_graphs_thread_pool", "device_index",
+    ),
+    "CUDAGraphNode": ("id", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
+                      "check_invariants"),
+    "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm"),
+    "GraphID": ("id",),
+    "FunctionID": ("id",),
+    "WrappedFunction": ("id",),
+    "MarkStepBox": ("mark_step_counter",),
+    "GenerationTracker": ("generation",),
+}
+WARMUP_NODE_CLASS = "CUDAWarmupNode"
+# Compile-time "skipping cudagraphs due to ..." goes through this function; it is wrapped in
+# each of these modules that has it (they import it by name).
+SKIP_LOGGER = "log_cudagraph_skip_and_bump_counter"
+SKIP_LOGGER_MODULES = (
+    "torch._inductor.cudagraph_utils", "torch._inductor.cudagraph_trees",
+    "torch._inductor.output_code", "torch._inductor.compile_fx",
+)
+
+
+def manager_class() -> Any:
+    """torch's CUDAGraphTreeManager class (importing its module)."""
+    from torch._inductor import cudagraph_trees
+
+    return getattr(cudagraph_trees, MANAGER_CLASS)
+
+
+def run_method(manager_cls: Any) -> str:
+    """The first of RUN_METHODS that this torch's manager has."""
+    return next((name for name in RUN_METHODS if hasattr(manager_cls, name)), RUN_METHODS[-1])
 
 
 def read(obj: Any, name: str, default: Any = None) -> Any:
@@ -93,12 +147,26 @@ def is_live(ref: Any) -> bool:
 
 
 def torch_node_id(node: Any) -> str:
-    kind = "warmup" if is_warmup(node) else "graph"
-    return f"torch {kind} id {getattr(getattr(node, 'id', None), 'id', '?')}"
+    """How torch itself names the node, for its signature (see torch_id_words)."""
+    return torch_id_words(is_warmup(node), getattr(getattr(node, "id", None), "id", None))
+
+
+def torch_id_words(warmup: bool, number: Any) -> str:
+    """torch's id of a node in plain words.
+
+    Recorded graphs get ids 0, 1, 2, ... (GraphID). A warmup node runs the function eagerly
+    and records no CUDA graph, so it has no graph id: torch numbers warmups on a counter of
+    their own, -1, -2, ..., which here reads "torch warmup run 1 (eager, no CUDA graph)".
+    """
+    if not isinstance(number, int):
+        return "torch warmup run (eager, no CUDA graph)" if warmup else "torch graph (id unknown)"
+    if warmup:
+        return f"torch warmup run {abs(number)} (eager, no CUDA graph)"
+    return f"torch graph id {number}"
 
 
 def is_warmup(node: Any) -> bool:
-    return type(node).__name__ == "CUDAWarmupNode"
+    return type(node).__name__ == WARMUP_NODE_CLASS
 
 
 def pool_of(manager: Any) -> Any:
@@ -110,7 +178,7 @@ _TREES: Any = None
 
 def _trees_module() -> Any:
     global _TREES
-    _TREES = sys.modules.get("torch._inductor.cudagraph_trees")
+    _TREES = sys.modules.get(TREES_MODULE)
     return _TREES
 
 

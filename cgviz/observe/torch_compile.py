@@ -12,6 +12,8 @@ device, except the pool snapshot at trace level "full".
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import sys
 import time
 from collections import Counter
@@ -24,6 +26,14 @@ from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 
 OVERWRITTEN = "overwritten by a subsequent run"
+# An absolute path in torch's messages: quoted (it may hold spaces), or bare with at least two
+# components (so "warmup/record" or a URL is left alone); POSIX or with a Windows drive.
+_SEP = r"[\\/]"
+_WORD = r"[^\s\"'<>:,;()\[\]\\/]+"
+_ABSOLUTE_PATH = re.compile(
+    rf"""(?P<q>["'])(?P<quoted>(?:[A-Za-z]:)?{_SEP}[^"'\n]+)(?P=q)"""
+    rf"""|(?<![\w./\\:])(?P<bare>(?:[A-Za-z]:)?(?:{_SEP}{_WORD}){{2,}})"""
+)
 _ACTIVE: list["TorchObserver"] = []
 _GENERATION = ("generation", None, None, None, (), None)  # the key of a generation step that invalidated nothing
 # Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node))
@@ -33,6 +43,36 @@ RAW_BATCH = 4096
 _NEW_GENERATION = object()
 _PATH_END = "path_end"
 _ORIGINALS: list[tuple[Any, str, Any]] = []
+
+
+def portable_path(path: str) -> str:
+    """`path` as a trace keeps it. Traces are shared between machines, and an absolute path
+    names the recording machine's directories (and user) while meaning nothing elsewhere:
+    inside a site-packages or dist-packages directory it becomes the part after it
+    (torch/_inductor/cudagraph_trees.py), inside the current directory relative to it, and
+    anywhere else its last two components."""
+    norm = re.sub(r"^[A-Za-z]:", "", path.replace("\\", "/"))
+    for packages in ("/site-packages/", "/dist-packages/"):
+        if packages in norm:
+            return norm.rsplit(packages, 1)[1]
+    cwd = os.getcwd().replace("\\", "/").rstrip("/") + "/"
+    if cwd != "/" and norm.startswith(cwd):
+        return norm[len(cwd):]
+    return "/".join([part for part in norm.split("/") if part][-2:])
+
+
+def portable_paths(text: str) -> str:
+    """`text` (a reason: torch's messages carry stack traces) with every absolute path made
+    portable (see portable_path)."""
+    if "/" not in text and "\\" not in text:
+        return text
+
+    def shorten(match: re.Match) -> str:
+        if match["quoted"] is not None:
+            return match["q"] + portable_path(match["quoted"]) + match["q"]
+        return portable_path(match["bare"])
+
+    return _ABSOLUTE_PATH.sub(shorten, text)
 
 
 class TorchObserver:
@@ -85,6 +125,7 @@ class TorchObserver:
         if self._notes and kind in ("record", "eager", "warmup"):
             reason = reason + "; " + "; ".join(self._notes)
             self._notes.clear()
+        reason = portable_paths(reason)
         node_id = self.node_id(node)
         parent_id = self._parents.get(node_id) if node is not None else None
         if node is not None and node_id not in self._parents:
@@ -213,7 +254,7 @@ class TorchObserver:
         label = self._labels.get(key)
         if label is None:
             name, mode = layout.function_label(manager, function_id)
-            label = self._labels[key] = f"{name} ({mode})" if mode else name
+            label = self._labels[key] = portable_paths(f"{name} ({mode})" if mode else name)
         return label
 
     # -- snapshots -----------------------------------------------------------------------------
@@ -362,9 +403,7 @@ def _hook(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
 
 
 def _install() -> None:
-    from torch._inductor import cudagraph_trees as trees
-
-    manager_cls = trees.CUDAGraphTreeManager
+    manager_cls = layout.manager_class()
 
     def wrap_run(original):
         def run(self, new_inputs, function_id):
@@ -508,21 +547,24 @@ def _install() -> None:
 
     # _run, where torch has it: run() is bound into each compiled function when torch first
     # calls it, so a model compiled before observing began would bypass a hook on run().
-    _hook(manager_cls, layout.RUN_METHOD if hasattr(manager_cls, layout.RUN_METHOD) else "run", wrap_run)
-    _hook(manager_cls, "run_eager", after(on_warmup))
-    _hook(manager_cls, "record_function", make_record)
-    _hook(manager_cls, "execute_node", make_execute)
-    _hook(manager_cls, "apply_checkpoint_execution_state_in_allocator", after(on_checkpoint))
-    _hook(manager_cls, "clear_current_path_state_and_set_to_none",
-          lambda original: layout.path_clear_hook(original, _ACTIVE, TorchObserver.generation_began,
-                                                  TorchObserver.path_ended))
-    _hook(manager_cls, "try_end_curr_warmup", make_try_end_warmup)
-    _hook(manager_cls, "dealloc_current_path_weakrefs", make_dealloc)
-    _hook(manager_cls, "check_warn_on_unable_to_start_executing", make_warn)
-    for module_name in ("cudagraph_utils", "cudagraph_trees", "output_code", "compile_fx"):
-        module = sys.modules.get(f"torch._inductor.{module_name}")
-        if module is not None and hasattr(module, "log_cudagraph_skip_and_bump_counter"):
-            _hook(module, "log_cudagraph_skip_and_bump_counter", make_skip)
+    _hook(manager_cls, layout.run_method(manager_cls), wrap_run)
+    wrappers = {
+        "warmup": after(on_warmup),
+        "record": make_record,
+        "execute": make_execute,
+        "checkpoint": after(on_checkpoint),
+        "path_clear": lambda original: layout.path_clear_hook(
+            original, _ACTIVE, TorchObserver.generation_began, TorchObserver.path_ended),
+        "end_warmup": make_try_end_warmup,
+        "dealloc": make_dealloc,
+        "warn": make_warn,
+    }
+    for role, name in layout.HOOKED_METHODS.items():
+        _hook(manager_cls, name, wrappers[role])
+    for module_name in layout.SKIP_LOGGER_MODULES:
+        module = sys.modules.get(module_name)
+        if module is not None and hasattr(module, layout.SKIP_LOGGER):
+            _hook(module, layout.SKIP_LOGGER, make_skip)
 
 
 def _uninstall() -> None:
