@@ -246,3 +246,22 @@ def test_wrap_rejects_bad_names(tree):
     with pytest.raises(ValueError, match="name must not be empty"):
         tree.wrap(lambda x: x, name="")
     assert tree.functions == {}
+
+
+def test_lone_surrogates_in_a_name_or_message_leave_the_trace_savable(tree, tmp_path):
+    def fn(x):
+        raise ValueError("bad byte \udcff here")
+
+    f = tree.wrap(fn, name="f\udcff")
+    with pytest.raises(ValueError):
+        f(data(4))
+    g = tree.wrap(lambda x: x + 1, name="g\udcff")
+    for i in range(3):
+        g(data(4, seed=i))
+    path = tmp_path / "run.cgtrace.json"
+    tree.trace.save(path)
+    loaded = cgviz.Trace.load(path)
+    error = next(s for s in loaded.steps if s.kind == "error")
+    assert "\\udcff" in error.reason and "\\udcff" in error.function
+    cgviz.to_html(loaded, tmp_path / "run.html")
+    assert "bad byte" in tree.explain().encode("utf-8").decode("utf-8")

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 from cgviz.engine.pool_model import round_size
-from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
+from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
 
 if TYPE_CHECKING:
     from cgviz.engine.node import Node
@@ -84,9 +84,9 @@ class Recorder:
         step = Step(
             index=len(self.trace.steps),
             kind=kind,
-            reason=reason,
+            reason=safe_text(reason),  # user text (exception messages, names) may not be valid UTF-8
             generation=self.tree.generation,
-            function=function,
+            function=None if function is None else safe_text(function),
             node=node,
             parent=parent,
             duration=time.perf_counter() - start,

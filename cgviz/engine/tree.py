@@ -39,6 +39,7 @@ from cgviz.engine.function import (
 from cgviz.engine.node import Node
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
+from cgviz.trace.model import safe_text
 
 TRACE_LEVELS = (None, "events", "full")
 
@@ -138,6 +139,7 @@ class Tree:
         base = name or getattr(fn, "__name__", None)
         if not isinstance(base, str) or not base:
             base = "fn"
+        base = safe_text(base)  # shown and saved everywhere: must be valid UTF-8
         name, k = base, 2
         while name in self.functions:
             name, k = f"{base}_{k}", k + 1
@@ -202,7 +204,7 @@ class Tree:
         from cgviz.engine.explain import explain
 
         with self._held():
-            return explain(self)
+            return safe_text(explain(self))
 
     def snapshot(self):
         """The tree's state now, as a trace Snapshot."""
