@@ -178,6 +178,7 @@ class CudaBackend:
         self._make_storage = compat.cuda_function("construct_storage_from_data_pointer")
         self._build = compat.tensor_builder(self.device)
         self._caches: "weakref.WeakSet[CachedOutput]" = weakref.WeakSet()
+        self.capture_disabled: Optional[str] = None  # why no capture can begin in the pool any more
         with torch.cuda.device(self.device):
             self.pool = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(self.device)
@@ -252,13 +253,16 @@ class CudaBackend:
         return RunResult(out, infos, capture_blocker=watcher.capture_blocker(), mutated=frozenset(watcher.mutated))
 
     def record(self, fn: Callable, args: Sequence[Any], copy_inputs: Sequence[int]) -> RunResult:
+        if self.capture_disabled is not None:
+            raise CaptureUnsupported(self.capture_disabled)
         inputs = list(args)
         buffers: dict[int, torch.Tensor] = {}
         with self._in_pool():
             for i in copy_inputs:
                 buffers[i] = inputs[i] = input_buffer(inputs[i], self.device)
         graph = torch.cuda.CUDAGraph()
-        watcher = RunWatcher()
+        # refused before CUDA sees it: a capture CUDA breaks leaves torch's allocators recording
+        watcher = RunWatcher(refuse_host_sync=True)
         with _no_garbage_collection(), torch.cuda.device(self.device), _cublas_workspaces_cleared():
             out = self._capture(graph, fn, inputs, watcher)
         graph.replay()  # capture ran no kernels: compute the outputs once
@@ -318,28 +322,37 @@ class CudaBackend:
                         warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
                     graph.capture_end()
             except RuntimeError as end_error:
-                self._abandon_capture()
                 cause = failure if failure is not None else end_error
                 detail = watcher.capture_blocker() or f"{type(cause).__name__}: {_first_line(cause)}"
+                self._abandon_capture(detail)
                 raise CaptureUnsupported(f"capturing it failed: {detail}") from cause
         torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        if watcher.host_sync is not None:  # refused at the op: the capture itself ended cleanly
+            raise CaptureUnsupported(f"capturing it failed: {watcher.capture_blocker()}") from failure
         if failure is not None:
             raise failure
         return out
 
-    def _abandon_capture(self) -> None:
-        """After a capture CUDA refused to end, torch's capture_end stopped early: the thread
-        still allocates into the pool, the pool's use taken at capture_begin is never released,
-        and the CUDA random generator still believes a capture is running (every random op
-        would then raise "Offset increment outside graph capture"). Put all three right; an
-        empty capture that ends normally is what closes the generator's capture."""
+    def _abandon_capture(self, detail: str) -> None:
+        """After a capture CUDA broke (an op cgviz could not refuse first), torch's capture_end
+        stops early: the thread still allocates into the pool, the pool's use taken at
+        capture_begin is never released, the CUDA random generator still believes a capture is
+        running (every random op would raise "Offset increment outside graph capture"), and
+        torch's pinned-host allocator still records into the pool, which no Python call can end.
+        The first three are put right (an empty capture in a pool of its own, ending normally,
+        closes the generator's capture); the last means this pool can take no more captures, so
+        later recordings run eagerly with that reason."""
         compat.cuda_function("end_allocate_to_pool")(self.index, self.pool)
         compat.cuda_function("release_pool")(self.index, self.pool)
         closer = torch.cuda.CUDAGraph()
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
-            closer.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+            closer.capture_begin(capture_error_mode="thread_local")
             closer.capture_end()
+        self.capture_disabled = (
+            f"this tree's pool can take no more captures: an earlier capture failed inside CUDA ({detail}) "
+            "and torch leaves its host allocator recording into the pool; make a new Tree"
+        )
 
     def replay(self, graph: CudaGraph, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
         if graph.expanded:

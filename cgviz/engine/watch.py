@@ -32,9 +32,28 @@ def _strided(values) -> list[torch.Tensor]:
     return [t for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor) and t.layout == torch.strided]
 
 
-def _needs_host(func, args) -> bool:
+def _copies_to_host(func, args, kwargs) -> bool:
+    """A copy from device memory into host memory (`.cpu()`, `.to("cpu")`, `cpu_t.copy_(x)`)."""
+    name = func._schema.name
+    if name == "aten::_to_copy":
+        device = (kwargs or {}).get("device")
+        src = args[0] if args else None
+        return (
+            device is not None and torch.device(device).type == "cpu"
+            and isinstance(src, torch.Tensor) and src.device.type != "cpu"
+        )
+    if name in ("aten::copy_", "aten::_copy_from"):
+        dst, src = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])
+        return (
+            isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)
+            and dst.device.type == "cpu" and src.device.type != "cpu"
+        )
+    return False
+
+
+def _needs_host(func, args, kwargs=None) -> bool:
     """Does this op need the data on the host (a sync, or an output shape read from the data)?"""
-    if func._schema.name in HOST_SYNC_OPS:
+    if func._schema.name in HOST_SYNC_OPS or _copies_to_host(func, args, kwargs):
         return True
     if torch.Tag.dynamic_output_shape in func.tags:
         DATA_DEPENDENT_SHAPE_OPS.add(func._schema.name)
@@ -87,7 +106,7 @@ class RunWatcher(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         ins = _strided((args, kwargs))
-        if self.host_sync is None and _needs_host(func, args):
+        if self.host_sync is None and _needs_host(func, args, kwargs):
             self.host_sync = func._schema.name
             if self.refuse_host_sync:
                 raise CaptureBroken(self.capture_blocker())
