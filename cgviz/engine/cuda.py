@@ -62,11 +62,12 @@ class CudaRef:
     Holds a weak reference to the storage, as StorageWeakRef does, without its wrapper.
     """
 
-    __slots__ = ("cdata", "tensors")
+    __slots__ = ("cdata", "tensors", "invalidated")
 
     def __init__(self, storage: torch.UntypedStorage, tensors) -> None:
         self.cdata = compat.storage_weak_ref(storage)
         self.tensors = None if compat.STORAGE_ERROR_TAKES_STORAGE else [weakref.ref(t) for t in tensors]
+        self.invalidated = False
 
     def __del__(self) -> None:
         compat.free_weak_ref(self.cdata)
@@ -75,7 +76,8 @@ class CudaRef:
         return not compat.weak_ref_expired(self.cdata)
 
     def invalidate(self, message: str) -> None:
-        if self.alive():
+        if self.alive() and not self.invalidated:  # once: a marked storage raises on every access
+            self.invalidated = True
             tensors = [] if self.tensors is None else [t for t in (ref() for ref in self.tensors) if t is not None]
             _invalidate(self.cdata, tensors, message)
 
@@ -102,10 +104,11 @@ class CachedOutput:
     holding them.
     """
 
-    __slots__ = ("cdata", "tensors", "unheld", "__weakref__")
+    __slots__ = ("cdata", "tensors", "unheld", "invalidated", "__weakref__")
 
     def __init__(self, tensors: list) -> None:
         self.tensors: Optional[list] = tensors
+        self.invalidated = False
         self.cdata = compat.storage_weak_ref(tensors[0].untyped_storage())
         self.unheld = self._storage_counts()
 
@@ -131,7 +134,8 @@ class CachedOutput:
         self.tensors = None
 
     def invalidate(self, message: str) -> None:
-        if self.alive():
+        if self.alive() and not self.invalidated:  # once: a marked storage raises on every access
+            self.invalidated = True
             tensors = self.tensors or []
             self.drop()  # the user's references keep the storage; the next replay makes new tensors
             _invalidate(self.cdata, tensors, message)
@@ -444,7 +448,7 @@ class CudaBackend:
                 list(leaf.shape), str(leaf.dtype).removeprefix("torch."), leaf.numel() * leaf.element_size(),
                 leaf.data_ptr(), None, None,
             )
-            if sid not in new_storages:
+            if sid not in new_storages or st.nbytes() == 0:  # no memory: nothing to track (as torch)
                 if sid in input_storages:
                     plan.append(("input", input_storages[sid]))
                     info.alias_of = f"input {input_storages[sid]}"

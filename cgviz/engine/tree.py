@@ -403,14 +403,16 @@ class Tree:
         invalidated = []
         for node in self.current.path:
             for i in node.live_outputs():
+                invalidated.append((node.id, i))
+                node.invalid.add(i)
+                if node.leaves[i].alias_of is not None:
+                    continue  # shares its storage with the output it aliases, invalidated with it
                 message = (
                     f"{OVERWRITTEN}: output {i} of {node.variant.label} (node {node.id}, generation "
                     f"{old_generation}) was invalidated when mark_step() began generation {self.generation}. "
                     "Clone it (y.clone()) before the next step to keep it."
                 )
                 node.leaves[i].ref.invalidate(message)
-                node.invalid.add(i)
-                invalidated.append((node.id, i))
         return invalidated
 
     def _restore_checkpoint(self) -> None:

@@ -232,18 +232,20 @@ def test_two_threads_on_one_tree_never_get_wrong_values():
     f = t.wrap(lambda x, w: torch.tanh(x @ w), static=(1,), name="f")
     w = torch.randn(128, 128, device=DEV)
     barrier = threading.Barrier(2)
-    # The threads only call the tree and copy its outputs. Drawn before they start: while one
-    # thread captures, CUDA's random generator belongs to that capture (another thread's
-    # torch.randn raises), and cuBLAS workspaces are cleared around warmups and captures, so
-    # other threads must not run matmuls of their own meanwhile: limits torch's trees share.
+    # Every CUDA call the threads make goes through the tree (copies too, through a function
+    # that always runs eagerly: it takes a list), so none runs beside another thread's capture.
+    # Inputs are drawn before the threads start: during a capture CUDA's random generator
+    # belongs to it, and cuBLAS workspaces are cleared around warmups and captures, so other
+    # threads must not draw random numbers or run matmuls of their own meanwhile.
     inputs = [[torch.randn(16, 128, device=DEV) for _ in range(300)] for _ in range(2)]
     results: list[list] = [[], []]
+    keep = t.wrap(lambda y, into: into.append(y.clone()), name="keep")
 
     def worker(k: int) -> None:
         barrier.wait()
         for x in inputs[k]:
             y = f(x, w)
-            results[k].append(y.clone())
+            keep(y, results[k])
             del y
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
@@ -258,4 +260,5 @@ def test_two_threads_on_one_tree_never_get_wrong_values():
         if not torch.allclose(y, torch.tanh(x @ w), atol=1e-5)
     ]
     assert [len(r) for r in results] == [300, 300] and wrong == []
-    assert len(calls(t)) == 600 and unowned_live_blocks(t) == []
+    graph_calls = [s for s in t.trace.expanded() if s.function == "f" and s.kind != "path_end"]
+    assert len(graph_calls) == 600 and unowned_live_blocks(t) == []
