@@ -231,8 +231,7 @@ SCENARIOS: dict[str, Scenario] = {
                  "functions; two forwards before their backwards make the second forward a child of the first.",
                  _fwd_bwd),
         Scenario("static_move", "A static input that moves", "A parameter replaced by a copy at a new address: "
-                 "each move re-records, and past the re-record limit the function runs eagerly.", _static_move,
-                 {"rerecord_limit": 2}),
+                 "each move records a new graph (as torch does, without limit for static inputs).", _static_move),
         Scenario("dynamic_shapes", "Dynamic shapes", "One function called with three input shapes: one root per "
                  "shape; a fourth shape is past the shape limit and runs eagerly.", _dynamic_shapes,
                  {"shape_limit": 3}),

@@ -416,25 +416,46 @@ def test_moved_static_input_rerecords_and_names_both_addresses(tree):
     assert (last_step(tree).kind, last_step(tree).node) == ("execute", 1)
 
 
-def test_static_input_moving_past_rerecord_limit_runs_eagerly():
+def test_static_input_moving_every_call_records_again_without_limit():
+    """As torch's trees: a replaced parameter is recorded again at each new address; moves of
+    static inputs do not count towards rerecord_limit."""
     tree = cgviz.Tree("sim", rerecord_limit=1)
     tf = tree.wrap(matmul, static=(1,), name="f")
     x, w = data(4, 8, seed=1), data(8, 8, seed=2)
     for _ in range(2):
         y = tf(x, w)
         del y
-    w2 = w.clone()  # kept alive, so the next clone cannot reuse its address
-    y = tf(x, w2)  # re-record 1: allowed
-    assert last_step(tree).kind == "record"
-    del y
-    nodes = len(tree.nodes)
-    w3 = w.clone()
-    y = tf(x, w3)  # re-record 2: past the limit
-    eager = last_step(tree)
-    assert eager.kind == "eager" and eager.node is None
-    assert "rerecord_limit=1" in eager.reason and "static input 1 moved" in eager.reason
-    assert same(y, matmul(x, w3))
-    assert len(tree.nodes) == nodes
+    weights = [w.clone() for _ in range(4)]  # all kept alive: each address is new
+    for wi in weights:
+        y = tf(x, wi)
+        assert last_step(tree).kind == "record" and "static input 1 moved" in last_step(tree).reason
+        assert same(y, matmul(x, wi))
+        del y
+    assert not steps_of(tree, "eager")
+
+
+def test_moved_path_output_past_rerecord_limit_runs_eagerly_there():
+    """g recorded on a row of f's output, later given other rows (other addresses in the path's
+    memory): each such move counts; past rerecord_limit g runs eagerly under that node."""
+    tree = cgviz.Tree("sim", rerecord_limit=1)
+    tf = tree.wrap(lambda x: x + 1, name="f")
+    tg = tree.wrap(lambda r: r * 2, name="g")
+    x = data(4, 8, seed=3)
+    for _ in range(3):
+        y = tf(x)
+        z = tg(y[0])
+        del y, z
+    assert last_step(tree).kind == "execute"
+    decisions = []
+    for row in (1, 2, 3):
+        y = tf(x)
+        z = tg(y[row])
+        assert same(z, (x[row] + 1) * 2)
+        decisions.append(last_step(tree))
+        del y, z
+    assert [d.kind for d in decisions] == ["record", "eager", "eager"]
+    assert "was output 0 of node" in decisions[0].reason
+    assert "rerecord_limit=1" in decisions[1].reason and "under node" in decisions[1].reason
 
 
 def test_non_static_input_is_copied_so_later_mutation_does_not_change_the_output(tree):
@@ -1042,10 +1063,9 @@ def test_scenario_fwd_bwd_structure(scenario_runs):
 def test_scenario_static_move_structure(scenario_runs):
     tree = scenario_runs["static_move"].tree
     moved = [s for s in steps_of(tree, "record") if "static input 1 moved" in s.reason]
-    assert len(moved) == 2  # rerecord_limit=2
-    eager = steps_of(tree, "eager")
-    assert len(eager) == 2 and all("rerecord_limit=2" in s.reason for s in eager)
-    assert tree.trace.steps.index(eager[0]) > tree.trace.steps.index(moved[-1])
+    assert len(moved) == 4  # every move records again: no limit for static inputs
+    assert all(s.parent is None for s in moved)
+    assert steps_of(tree, "eager") == []
 
 
 def test_scenario_dynamic_shapes_structure(scenario_runs):

@@ -310,32 +310,38 @@ class CudaBackend:
         way the current stream, the allocator's routing to the pool and the pool's use count
         are put back, so the tree and the caller's stream go on working.
         """
-        torch.cuda.synchronize(self.device)
-        self.stream.wait_stream(torch.cuda.current_stream(self.device))
         failure: Optional[BaseException] = None
-        with torch.cuda.stream(self.stream):
-            graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")
-            try:
-                with watcher:
-                    out = fn(*inputs)
-            except BaseException as exc:  # ended below, then re-raised as it was
-                failure = exc
-            try:
-                with warnings.catch_warnings():
-                    if failure is not None:  # a capture cut short by the function may be empty
-                        warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
-                    graph.capture_end()
-            except RuntimeError as end_error:
-                cause = failure if failure is not None else end_error
-                detail = watcher.capture_blocker() or f"{type(cause).__name__}: {_first_line(cause)}"
-                self._abandon_capture(detail)
-                raise CaptureUnsupported(f"capturing it failed: {detail}") from cause
-        torch.cuda.current_stream(self.device).wait_stream(self.stream)
-        if watcher.host_sync is not None:  # refused at the op: the capture itself ended cleanly
-            raise CaptureUnsupported(f"capturing it failed: {watcher.capture_blocker()}") from failure
-        if failure is not None:
-            raise failure
-        return out
+        cause: Optional[BaseException] = None
+        try:
+            torch.cuda.synchronize(self.device)
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.stream):
+                graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+                try:
+                    with watcher:
+                        out = fn(*inputs)
+                except BaseException as exc:  # ended below, then re-raised as it was
+                    failure = exc
+                try:
+                    with warnings.catch_warnings():
+                        if failure is not None:  # a capture cut short by the function may be empty
+                            warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+                        graph.capture_end()
+                except RuntimeError as end_error:
+                    cause = failure if failure is not None else end_error
+                    detail = watcher.capture_blocker() or f"{type(cause).__name__}: {_first_line(cause)}"
+                    self._abandon_capture(detail)
+                    raise CaptureUnsupported(f"capturing it failed: {detail}") from cause
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
+            if watcher.host_sync is not None:  # refused at the op: the capture itself ended cleanly
+                raise CaptureUnsupported(f"capturing it failed: {watcher.capture_blocker()}") from failure
+            if failure is not None:
+                raise failure
+            return out
+        finally:
+            # an exception raised from here keeps this frame in its traceback: holding the
+            # exceptions in its locals too would make a cycle that keeps the inputs alive
+            failure = cause = None  # noqa: F841
 
     def _abandon_capture(self, detail: str) -> None:
         """After a capture CUDA broke (an op cgviz could not refuse first), torch's capture_end

@@ -17,10 +17,12 @@ def hexaddr(address: Optional[int]) -> str:
 
 @dataclass
 class Mismatch:
-    """Why a recorded graph cannot replay; `moved` mismatches count towards the re-record limit."""
+    """Why a recorded graph cannot replay. `counts`: the mismatch counts towards the re-record
+    limit (a moved output of the path does; a moved static input does not, as in torch: its
+    parameters may be replaced, and each new address is recorded again)."""
 
     reason: str
-    moved: bool
+    counts: bool
 
 
 @dataclass
@@ -93,7 +95,7 @@ class Node:
         for idx, recorded in self.static_addresses.items():
             now = address(args[idx])
             if now != recorded:
-                return Mismatch(f"static input {idx} moved from {hexaddr(recorded)} to {hexaddr(now)}", True)
+                return Mismatch(f"static input {idx} moved from {hexaddr(recorded)} to {hexaddr(now)}", False)
         for idx, (recorded, node_id, out) in self.managed_addresses.items():
             now = address(args[idx])
             if now != recorded:

@@ -51,8 +51,10 @@ class Tree:
 
     device: "auto" (cuda when available, else sim), "sim", "cuda" or "cuda:N".
     trace: None (record nothing), "events" (steps) or "full" (steps and a snapshot after each).
-    rerecord_limit: re-recordings of a function under one node caused by moved inputs
-        before it runs eagerly there.
+    rerecord_limit: re-recordings of a function under one node because an input that was an
+        output of the path moved, before it runs eagerly there (torch's
+        cudagraph_unexpected_rerecord_limit, 128 by default). A moved static input is recorded
+        again without limit, as in torch.
     shape_limit: distinct input signatures of one function that get graphs; more run eagerly.
 
     A tree may be called from several threads: calls are serialised (one runs at a time,
@@ -66,7 +68,7 @@ class Tree:
         device: str = "auto",
         *,
         trace: Optional[str] = "full",
-        rerecord_limit: int = 8,
+        rerecord_limit: int = 128,
         shape_limit: int = 8,
         name: Optional[str] = None,
     ) -> None:
@@ -92,7 +94,7 @@ class Tree:
         self.generation = 1
         self.pending_backward = 0
         self._variants: list[Variant] = []
-        self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records for moved inputs
+        self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records for moved path outputs
         # (node id, variant id) -> why a function that mutates inputs runs eagerly there, or None
         self._mutation_hints: dict[tuple[Optional[int], int], Optional[str]] = {}
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
@@ -309,14 +311,14 @@ class Tree:
 
         siblings = self.roots if self.current is None else self.current.children
         mismatches = []
-        moved = False
+        counted = False
         if self.state != "recording":
             for child in siblings.get(variant.id, ()):
                 mismatch = child.check_invariants(args, self.backend.address)
                 if mismatch is None:
                     return self._execute(child, args, start)
                 mismatches.append(f"node {child.id} can't replay: {mismatch.reason}")
-                moved = moved or mismatch.moved
+                counted = counted or mismatch.counts
             if self.current is not None and variant.id in self.roots:
                 if self._try_end_path(start):
                     return self._run(variant, args, start)
@@ -325,7 +327,7 @@ class Tree:
                 if why is not None:
                     return self._eager(variant.function, variant, args, {}, why, start)
             parent_id = None if self.current is None else self.current.id
-            if moved:
+            if counted:
                 self._rerecords[parent_id, variant.id] += 1
                 if self._rerecords[parent_id, variant.id] > self.rerecord_limit:
                     variant.limited = True
@@ -341,7 +343,7 @@ class Tree:
         this per node and function, before warming up or replaying)."""
         place = None if self.current is None else self.current.id
         if variant.limited and self._rerecords[place, variant.id] > self.rerecord_limit:
-            return self._limit_reason(variant, "its inputs keep moving")
+            return self._limit_reason(variant, "this call was not checked again")
         if variant.mutated:
             return self._mutation_hint(variant, args, refresh=False)
         return None
@@ -373,8 +375,8 @@ class Tree:
         place = None if self.current is None else self.current.id
         where = "as a root" if place is None else f"under node {place}"
         return (
-            f"{variant.label} runs eagerly {where}: re-recorded {self.rerecord_limit} times there because its "
-            f"inputs keep moving (rerecord_limit={self.rerecord_limit}); {mismatch}"
+            f"{variant.label} runs eagerly {where}: re-recorded {self.rerecord_limit} times there because "
+            f"inputs that were outputs of the path keep moving (rerecord_limit={self.rerecord_limit}); {mismatch}"
         )
 
     def _try_end_path(self, start: float) -> bool:
