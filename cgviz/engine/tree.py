@@ -99,7 +99,6 @@ class Tree:
         self._mutation_hints: dict[tuple[Optional[int], int], Optional[str]] = {}
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
         self._lock = threading.Lock()  # one call at a time; see _call
-
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
@@ -343,7 +342,7 @@ class Tree:
         this per node and function, before warming up or replaying)."""
         place = None if self.current is None else self.current.id
         if variant.limited and self._rerecords[place, variant.id] > self.rerecord_limit:
-            return self._limit_reason(variant, "this call was not checked again")
+            return self._limit_reason(variant, "the limit was reached here before")
         if variant.mutated:
             return self._mutation_hint(variant, args, refresh=False)
         return None
