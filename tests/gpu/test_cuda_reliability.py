@@ -262,3 +262,36 @@ def test_two_threads_on_one_tree_never_get_wrong_values():
     assert [len(r) for r in results] == [300, 300] and wrong == []
     graph_calls = [s for s in t.trace.expanded() if s.function == "f" and s.kind != "path_end"]
     assert len(graph_calls) == 600 and unowned_live_blocks(t) == []
+
+
+def test_capture_broken_inside_cuda_falls_back_and_says_the_pool_is_done():
+    """An op cgviz cannot see breaks the capture (a device synchronize while recording): that
+    call runs eagerly with its value right; torch leaves its host allocator recording into the
+    pool, so later recordings run eagerly saying so; warmups and values stay right, and the pool
+    is given back when the tree goes."""
+    t = cgviz.Tree(DEV)
+    ran = []
+
+    def fn(x):
+        ran.append(1)
+        if len(ran) == 2:
+            torch.cuda.synchronize()
+        return x * 2
+
+    f = t.wrap(fn, name="f")
+    g = t.wrap(lambda x: x + 1, name="g")
+    x = torch.randn(8, device=DEV)
+    assert torch.equal(f(x), x * 2)
+    assert torch.equal(f(x), x * 2)
+    assert calls(t) == ["warmup", "eager"] and "capturing it failed" in t.trace.steps[-1].reason
+    torch.randn(4, device=DEV)  # the random generator is usable again
+    for _ in range(3):
+        a = torch.randn(8, device=DEV)
+        z = g(a)
+        assert torch.equal(z, a + 1)
+        del z
+    assert calls(t)[-3:] == ["warmup", "eager", "eager"]
+    assert "no more captures" in t.trace.steps[-1].reason
+    pool = t.backend.pool
+    del f, g, t
+    assert pool_left(pool) == []
