@@ -23,6 +23,11 @@ from cgviz.trace.model import SCHEMA_VERSION, STEP_KINDS, Block, NodeView, Outpu
 MiB = 1 << 20
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "cgviz" / "data").glob("*/*.cgtrace.json"))
+# traces written in the old layout (schema 1), kept so to test loading it: shipped ones, and
+# GPU scenario traces recorded by an earlier version
+SHIPPED_V1 = [p for p in SHIPPED if json.loads(p.read_text())["schema_version"] == 1] + sorted(
+    (ROOT / "tests" / "data" / "old_layout").glob("*.cgtrace.json")
+)
 
 
 def hand_trace() -> Trace:
@@ -239,9 +244,8 @@ def test_old_layout_loads():
     assert dataclasses.replace(loaded, schema_version=SCHEMA_VERSION) == hand_trace()
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.parent.name + "/" + p.name)
+@pytest.mark.parametrize("path", SHIPPED_V1, ids=lambda p: p.parent.name + "/" + p.name)
 def test_shipped_old_layout_traces_load_and_resave(tmp_path, path):
-    assert json.loads(path.read_text())["schema_version"] == 1  # kept as written, to test the old layout
     old = load_trace(path)
     assert old.schema_version == 1 and len(old.steps) > 0
     save_trace(old, tmp_path / "new.json")
@@ -251,7 +255,14 @@ def test_shipped_old_layout_traces_load_and_resave(tmp_path, path):
 
 
 def test_shipped_traces_include_old_layout_snapshots():
-    assert len(SHIPPED) >= 7 and sum(load_trace(p).last_snapshot() is not None for p in SHIPPED) >= 7
+    assert len(SHIPPED_V1) >= 7 and sum(load_trace(p).last_snapshot() is not None for p in SHIPPED_V1) >= 7
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.parent.name + "/" + p.name)
+def test_every_shipped_trace_loads_and_resaves_unchanged(tmp_path, path):
+    trace = load_trace(path)
+    save_trace(trace, tmp_path / "again.json")
+    assert load_trace(tmp_path / "again.json") == dataclasses.replace(trace, schema_version=SCHEMA_VERSION)
 
 
 nodes = st.builds(

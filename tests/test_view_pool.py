@@ -248,7 +248,10 @@ def test_pool_blocks_match_gpu_traces():
     for path in GPU_TRACES:
         for snapshot in snapshots_of(Trace.load(path)):
             seen |= {d["category"] for d in check_blocks_match(snapshot)}
-    assert {"free", "output", "unowned"} <= seen
+    assert {"free", "output"} <= seen
+    # no block the tree cannot name: cuBLAS workspaces are cleared around warmups and captures,
+    # and every intermediate is freed by the end of a step (unowned blocks: synthetic tests below)
+    assert "unowned" not in seen
 
 
 def test_branching_sibling_reuse_draws_both_owners(traces):
