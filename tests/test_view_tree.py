@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -449,18 +448,12 @@ def test_builtin_layout_of_synthetic_trees(shape):
 
 
 @pytest.mark.parametrize("shape", ["random", "chain"])
-def test_large_trees_render_fast(shape):
+def test_large_trees_render_completely(shape):
+    """1,000 nodes, in DOT and with the built-in layout (their speed: benchmarks/render.py)."""
     snap = synthetic(1000, shape)
     step = Step(0, "execute", "replay", snap.generation, "fn", snap.current_node, snapshot=snap)
-    to_dot(snap, step)
-    builtin_tree_svg(snap, step)  # warm the caches
-    t0 = time.perf_counter()
     dot = to_dot(snap, step)
-    t1 = time.perf_counter()
     svg = builtin_tree_svg(snap, step)
-    t2 = time.perf_counter()
-    # the bar is 100 ms each on a quiet machine; this only catches a change of complexity
-    assert t1 - t0 < 0.5 and t2 - t1 < 0.5, (t1 - t0, t2 - t1)
     assert len(parse_dot(dot)[0]) == 1000
     check_layout(svg, snap, pairwise=False)
 
