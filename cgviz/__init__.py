@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 __version__ = "0.1.0"
 
-__all__ = ["Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "__version__"]
+__all__ = [
+    "Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "diagnose", "__version__",
+]
 
 if TYPE_CHECKING:
     from cgviz.engine.tree import Tree
@@ -32,6 +34,13 @@ def default_tree() -> "Tree":
 def graphed(fn: Callable | None = None, **options: Any):
     """Wrap `fn` into the default tree: `@cgviz.graphed` or `@cgviz.graphed(static=(1,))`."""
     return default_tree().graphed(fn, **options)
+
+
+def diagnose(trace_or_tree: Any):
+    """What went wrong in a run, where (step indices) and the change that fixes it."""
+    from cgviz.trace.diagnose import diagnose_any
+
+    return diagnose_any(trace_or_tree)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -78,19 +78,24 @@ def _os_message(exc: OSError, verb: str, path: str) -> str:
     return f"cannot {verb} {path}: {exc.strerror}" if exc.strerror else str(exc)
 
 
-def _render(args: argparse.Namespace) -> int:
+def _load(command: str, path: str):
+    """The trace at `path`, or None after one line on stderr saying why it cannot be read."""
     from cgviz.trace.io import TraceFormatError, load_trace
 
     try:
-        trace = load_trace(args.trace)
+        return load_trace(path)
     except FileNotFoundError:
-        print(f"cgviz render: trace file not found: {args.trace}", file=sys.stderr)
-        return 1
+        print(f"cgviz {command}: trace file not found: {path}", file=sys.stderr)
     except TraceFormatError as exc:
-        print(f"cgviz render: {exc}", file=sys.stderr)
-        return 1
+        print(f"cgviz {command}: {exc}", file=sys.stderr)
     except OSError as exc:  # a directory, no permission, ...
-        print(f"cgviz render: {_os_message(exc, 'read', args.trace)}", file=sys.stderr)
+        print(f"cgviz {command}: {_os_message(exc, 'read', path)}", file=sys.stderr)
+    return None
+
+
+def _render(args: argparse.Namespace) -> int:
+    trace = _load("render", args.trace)
+    if trace is None:
         return 1
     out = args.output or _default_html_path(args.trace)
     from cgviz.views.html import to_html
@@ -101,6 +106,22 @@ def _render(args: argparse.Namespace) -> int:
         print(f"cgviz render: {_os_message(exc, 'write', out)}", file=sys.stderr)
         return 1
     print(f"{len(trace.steps)} steps from {args.trace} → {out} (open {Path(out).resolve().as_uri()} in a browser)")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    trace = _load("doctor", args.trace)
+    if trace is None:
+        return 1
+    from cgviz.trace.diagnose import diagnose
+
+    diagnosis = diagnose(trace)
+    if args.json:
+        import json
+
+        print(json.dumps(diagnosis.to_dict(), indent=2))
+    else:
+        print(diagnosis.text())
     return 0
 
 
@@ -159,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--renderer", choices=("auto", "graphviz", "builtin"), default="auto",
                         help="how trees are laid out (auto: Graphviz when installed and the trace is small enough)")
     render.set_defaults(run=_render)
+    doctor = sub.add_parser("doctor", help="what went wrong in a saved trace, where, and the fix")
+    doctor.add_argument("trace", metavar="TRACE", help="a trace saved as JSON (run.cgtrace.json)")
+    doctor.add_argument("--json", action="store_true", help="the findings as JSON")
+    doctor.set_defaults(run=_doctor)
     info = sub.add_parser("info", help="versions, backends, and the private torch functions found")
     info.set_defaults(run=_info)
     return parser

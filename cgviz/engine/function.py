@@ -107,7 +107,9 @@ def first_unsupported(args: tuple, kwargs: dict, unsupported_input, check_grad: 
         return f"it was given keyword arguments ({', '.join(kwargs)}); graphs take positional tensors"
     for i, a in enumerate(args):
         if not isinstance(a, torch.Tensor):
-            return f"input {i} is a {type(a).__name__}, not a tensor (bind constants with functools.partial)"
+            kind = type(a).__name__
+            article = "an" if kind[:1].lower() in "aeiou" else "a"
+            return f"input {i} is {article} {kind}, not a tensor (bind constants with functools.partial)"
         why = unsupported_input(a)
         if why is not None:
             return f"input {i} {why}"

@@ -1,0 +1,162 @@
+"""cgviz.diagnose: findings with their evidence steps, numbers and fixes, on traces of cgviz's
+own trees (sim workloads built for each finding), on the shipped GPU and torch.compile traces,
+and from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import cgviz
+from cgviz.cli import main
+from cgviz.data import TORCH_DIR, gpu_trace, torch_trace
+
+
+def data(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_a_healthy_run_gets_no_warning():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x * 2, name="f")
+    for i in range(6):
+        y = f(data(8, seed=i))
+        del y
+    diagnosis = cgviz.diagnose(tree)
+    assert [f.severity for f in diagnosis] == ["info"] * len(diagnosis)
+    coverage = diagnosis.of("coverage")[0]
+    assert coverage.numbers["calls"] == 6 and coverage.numbers["replayed"] == 4
+    assert coverage.numbers["per_function"] == {"f": {"warmup": 1, "record": 1, "execute": 4}}
+
+
+def test_nothing_graphed_is_the_first_line():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x * x.sum().item(), name="f")  # a host sync: never graphed
+    for i in range(4):
+        f(data(8, seed=i))
+    diagnosis = cgviz.diagnose(tree)
+    first = diagnosis.findings[0]
+    assert first.kind == "graphed" and first.severity == "error"
+    assert first.numbers["calls"] == 4 and first.numbers["replayed"] == 0
+    assert diagnosis.text().splitlines()[0].startswith("error: no call of this run was replayed")
+    assert ".item()" in first.suggestion
+
+
+def test_eager_fallbacks_grouped_by_reason_with_every_call_as_evidence():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x, n: x * n, name="f")
+    for i in range(3):
+        f(data(4, seed=i), 3)  # a Python int argument: eager, the same reason every time
+    eager = cgviz.diagnose(tree).of("eager")
+    assert len(eager) == 1
+    assert eager[0].numbers == {"function": "f", "calls": 3}
+    assert eager[0].evidence == [s.index for s in tree.trace.steps if s.kind == "eager"]
+    assert "input 1 is an int" in eager[0].title and "functools.partial" in eager[0].suggestion
+
+
+def test_rerecords_from_a_moved_static_input_name_the_cause_and_count():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x, w: x @ w, static=(1,), name="f")
+    x = data(4, 8)
+    weights = [data(8, 8, seed=s) for s in range(4)]
+    for w in [weights[0], weights[0]] + weights[1:]:
+        y = f(x, w)
+        del y
+    (finding,) = cgviz.diagnose(tree).of("rerecord")
+    records = [s.index for s in tree.trace.steps if s.kind == "record"]
+    assert finding.evidence == records and finding.numbers["records"] == 4
+    assert finding.numbers["causes"] == {"a static input moved": 3}
+    assert "copy_" in finding.suggestion
+
+
+def test_output_held_across_steps_points_at_the_use_and_the_step_that_overwrote_it():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x + 1, name="f")
+    kept = None
+    for i in range(4):
+        tree.mark_step()
+        y = f(data(4, seed=i))
+        if kept is not None:
+            with pytest.raises(RuntimeError):
+                f(kept)  # the previous step's output, passed on
+        kept = y
+    (finding, *_) = cgviz.diagnose(tree).of("overwritten")
+    error = next(s for s in tree.trace.steps if s.kind == "error")
+    began = max(s.index for s in tree.trace.steps[: error.index] if s.kind == "generation")
+    assert finding.severity == "error" and finding.evidence == [error.index, began]
+    assert "clone" in finding.suggestion
+
+
+def test_pending_backward_is_found():
+    tree = cgviz.Tree("sim")
+    fwd = tree.wrap(lambda x: x * 2, name="fwd", mode="forward")
+    bwd = tree.wrap(lambda g: g * 2, name="bwd", mode="backward")
+    for i in range(3):
+        a = fwd(data(4, seed=i))
+        b = fwd(data(4, seed=i + 10))  # a second forward before the first backward
+        bwd(a)
+        bwd(b)
+        del a, b
+        tree.mark_step()
+    (finding,) = cgviz.diagnose(tree).of("pending_backward")
+    hits = [s.index for s in tree.trace.steps if "pending backward" in s.reason]
+    assert finding.evidence == hits[:20] and finding.numbers["steps"] == len(hits)
+
+
+def test_several_shapes_count_graphs_and_their_memory():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x * 2, name="f")
+    for n in (4, 8, 16):
+        for _ in range(3):
+            y = f(data(n))
+            del y
+    (finding,) = cgviz.diagnose(tree).of("shapes")
+    assert finding.numbers["signatures"] == 3 and finding.numbers["graphs"] == 3
+    assert sorted(finding.numbers["output_bytes"].values()) == [16, 32, 64]
+
+
+def test_shipped_gpu_traces():
+    static = cgviz.diagnose(gpu_trace("static_move"))
+    (finding,) = static.of("rerecord")
+    assert finding.numbers["records"] == 5 and finding.numbers["causes"] == {"a static input moved": 4}
+    generations = cgviz.diagnose(gpu_trace("generations"))
+    (over,) = generations.of("overwritten")
+    trace = gpu_trace("generations")
+    assert trace.steps[over.evidence[0]].kind == "error" and trace.steps[over.evidence[1]].kind == "generation"
+    assert all(f.severity == "info" for f in cgviz.diagnose(gpu_trace("chain")))
+
+
+def test_shipped_torch_compile_traces():
+    cpu = cgviz.diagnose(torch_trace("torch_cpu_input"))
+    assert cpu.findings[0].kind == "eager" and "cpu device" in cpu.findings[0].title
+    assert "GPU" in cpu.findings[0].suggestion
+    over = cgviz.diagnose(torch_trace("torch_overwritten"))
+    assert over.findings[0].kind == "graphed"  # nothing of that run replayed: said first
+    (finding,) = over.of("overwritten")
+    assert finding.evidence == [3, 1]
+    dynamic = cgviz.diagnose(torch_trace("torch_dynamic_shapes"))
+    (shapes,) = dynamic.of("shapes")
+    assert shapes.numbers["signatures"] == 4
+
+
+def test_diagnose_rejects_what_is_not_a_trace():
+    with pytest.raises(TypeError, match="needs a cgviz Trace or Tree, not int"):
+        cgviz.diagnose(5)
+
+
+def test_cli_doctor_text_and_json(capsys):
+    path = str(TORCH_DIR / "torch_overwritten.cgtrace.json")
+    assert main(["doctor", path]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("error: no call of this run was replayed")
+    assert main(["doctor", path, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [f["kind"] for f in data["findings"]][:2] == ["graphed", "overwritten"]
+
+
+def test_cli_doctor_on_a_missing_file_is_one_line(capsys, tmp_path):
+    assert main(["doctor", str(tmp_path / "nope.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"cgviz doctor: trace file not found: {tmp_path / 'nope.json'}"
