@@ -513,29 +513,45 @@ class CudaGraphMagics(Magics):
         return f"unnamed tree{where}"
 
     def _show(self, targets: list) -> list:
-        """Display an Explorer on each target (a Tree: live; a Trace), at its last step."""
+        """Display an Explorer on each target (a Tree: live; a Trace), at its last step; without
+        a widget library, the exported page inline."""
         if not targets:
             return []
-        try:
-            from IPython.display import display
+        from IPython.display import display
 
+        try:
             from cgviz.widgets.explorer import Explorer
         except ImportError as exc:
-            print(f"(no explorer widget: {exc}; the summary above has the counts)")
+            for target in targets:
+                display(_page_bundle(getattr(target, "trace", target)), raw=True)
+            print(f"(no explorer widget: {exc}; the page above is the exported explorer. "
+                  f'For the widget: pip install "cgviz[notebook]")')
             return []
         shown = []
         for target in targets:
             try:
-                explorer = Explorer(target)
-                steps = len(getattr(target, "trace", target).steps)
-                if steps:
-                    explorer.go(steps - 1)
+                explorer = Explorer(target, step=-1)
                 display(explorer)
             except Exception as exc:  # noqa: BLE001 - the summary is printed already; say why, no traceback
                 print(f"(explorer not shown: {type(exc).__name__}: {exc})")
                 continue
             shown.append(explorer)
         return shown
+
+
+def _page_bundle(trace: Any) -> dict:
+    """The standalone explorer page of `trace` in an iframe (text/html), and a line of text."""
+    import html
+
+    from cgviz.views.html import to_html
+
+    page = to_html(trace)
+    counts = " · ".join(f"{v} {k}" for k, v in trace.counts().items() if v)
+    return {
+        "text/html": f'<iframe srcdoc="{html.escape(page)}" style="width:100%;height:820px;border:0" '
+                     f'title="cgviz explorer"></iframe>',
+        "text/plain": f"cgviz explorer: {len(trace.steps)} steps ({counts or 'none'})",
+    }
 
 
 def _observe_torch() -> Optional[Callable]:

@@ -39,27 +39,27 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the
 # tree (the page paints nodes as they come into view)
 PROBE = r"""<script>
 window.addEventListener("load", function () {
-  var plan = PLAN, out = [], S = document.getElementById("slider"), box = document.getElementById("tree-box");
+  var plan = PLAN, out = [], S = document.querySelector(".cg-slider"), box = document.querySelector(".cg-tree-box");
   function attrs(e, names) { return names.map(function (n) { return e.getAttribute(n); }); }
   function scan() {
     for (var y = 0; y <= box.scrollHeight; y += box.clientHeight / 2)
       for (var x = 0; x <= box.scrollWidth; x += box.clientWidth / 2) { box.scrollLeft = x; box.scrollTop = y; box.dispatchEvent(new Event("scroll")); }
   }
-  if (FIT) document.getElementById("fit").click();
+  if (FIT) document.querySelector(".cg-fit").click();
   for (var k = 0; k < plan.length; k++) {
     var i = plan[k];
-    if (i === +S.value + 1) document.getElementById("next").click();
+    if (i === +S.value + 1) document.querySelector(".cg-next").click();
     else { S.value = i; S.dispatchEvent(new Event("input")); }
     if (!FIT) scan();
     var nodes = {}, hot = [];
-    document.querySelectorAll('#tree-box g[id^="node-"]').forEach(function (g) {
+    document.querySelectorAll('.cg-tree-box g[id^="node-"]').forEach(function (g) {
       var cls = g.getAttribute("class").split(" ").filter(function (c) { return c !== "cg-sel"; }).join(" ");
       var rect = g.querySelector("rect:not([x])");
       nodes[g.id] = [cls, g.getAttribute("fill"), attrs(rect, ["height", "fill", "stroke", "stroke-width", "stroke-dasharray"]),
         Array.prototype.map.call(g.querySelectorAll("text"), function (t) { return [t.textContent, t.getAttribute("fill")]; })];
     });
-    document.querySelectorAll('#tree-box g.cgviz-edge.on-path').forEach(function (e) { hot.push(e.id); });
-    out.push({step: +S.value, nodes: nodes, hot: hot.sort(), edges: document.querySelectorAll("#tree-box g.cgviz-edge").length});
+    document.querySelectorAll('.cg-tree-box g.cgviz-edge.on-path').forEach(function (e) { hot.push(e.id); });
+    out.push({step: +S.value, nodes: nodes, hot: hot.sort(), edges: document.querySelectorAll(".cg-tree-box g.cgviz-edge").length});
   }
   document.body.setAttribute("data-check", JSON.stringify(out));
 });
@@ -175,7 +175,7 @@ def test_the_page_stores_each_structure_once_and_small_deltas():
 
 
 def test_pools_kept_as_diffs_read_back_as_drawn():
-    from cgviz.views.html import _diff, _pool_markup
+    from cgviz.views.page_store import _diff, pool_markup as _pool_markup
     from cgviz.views.pool import pool_svg
 
     rng = random.Random(3)

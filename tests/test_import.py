@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("ipywidgets", "matplotlib", "graphviz", "IPython")
+HEAVY = ("ipywidgets", "anywidget", "matplotlib", "graphviz", "IPython")
 
 PROBE = f"""
 import json, sys

@@ -248,14 +248,13 @@ def test_explorer_shows_the_new_steps(sim):
     run = cudagraph(sim, "-n 3")
     (explorer,) = run.magics.explorers
     assert isinstance(explorer, Explorer)
-    assert run.widgets == [explorer.widget.model_id]
+    assert run.widgets == [explorer.model_id]
     assert explorer.trace is run.magics.last.activities[0].new_trace
     assert kinds_of(explorer.trace) == ["path_end", "execute"] * 3
     assert kinds_of(tree.trace)[-6:] == kinds_of(explorer.trace)
     assert explorer.trace is not tree.trace and explorer.tree is None
-    assert explorer.slider.max == len(explorer.trace.steps) - 1
-    assert explorer.index == len(explorer.trace.steps) - 1
-    assert explorer.trace.steps[-1].headline() in html.unescape(explorer.headline.value)
+    assert explorer.step == len(explorer.trace.steps) - 1
+    assert explorer._head["rows"][-1][1] == explorer.trace.steps[-1].headline()
 
 
 def test_explorer_with_tree_shows_the_whole_trace(sim):
@@ -263,16 +262,26 @@ def test_explorer_with_tree_shows_the_whole_trace(sim):
     cudagraph(sim, "-n 2")
     run = cudagraph(sim, "--tree tree")
     (explorer,) = run.magics.explorers
-    assert run.widgets == [explorer.widget.model_id]
+    assert run.widgets == [explorer.model_id]
     assert explorer.tree is None and kinds_of(explorer.trace) == kinds_of(tree.trace)
     assert [s.headline() for s in explorer.trace.steps] == [s.headline() for s in tree.trace.steps]
-    assert explorer.slider.max == len(tree.trace.steps) - 1
-    assert tree.trace.steps[-1].headline() in html.unescape(explorer.headline.value)
+    assert explorer.step == len(tree.trace.steps) - 1
+    assert explorer._head["rows"][-1][1] == tree.trace.steps[-1].headline()
     # a copy: later steps neither reach it nor pay for it
     listeners = list(tree._recorder.listeners)
     sim.run_cell("for _ in range(5):\n    y = f(x); del y")
     assert tree._recorder.listeners == listeners == []
-    assert explorer.slider.max == len(explorer.trace.steps) - 1
+    assert explorer._head["n"] == len(explorer.trace.steps)
+
+
+def test_without_anywidget_the_page_is_shown_inline(sim, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cgviz.widgets.explorer", None)  # its import fails
+    run = cudagraph(sim, "-n 2")
+    assert run.widgets == [] and run.magics.explorers == []
+    (page,) = [o.data for o in run.outputs if "text/html" in o.data]
+    assert page["text/html"].startswith("<iframe srcdoc=") and "cgviz-data" in page["text/html"]
+    assert page["text/plain"] == "cgviz explorer: 3 steps (1 warmup · 1 record · 1 path_end)"
+    assert 'pip install "cgviz[notebook]"' in run.stdout
 
 
 def test_no_widget_displays_nothing_but_still_prints(sim):
@@ -516,11 +525,10 @@ def test_cgviz_explore_displays_a_live_explorer(sim):
     tree = sim.user_ns["tree"]
     run = Run(sim, "%cgviz explore tree")
     (explorer,) = run.magics.explorers
-    assert run.widgets == [explorer.widget.model_id]
-    assert explorer.tree is tree and explorer.slider.max == len(tree.trace.steps) - 1
+    assert run.widgets == [explorer.model_id]
+    assert explorer.tree is tree and explorer._head["n"] == explorer.step + 1 == len(tree.trace.steps)
     sim.run_cell("y = f(x); del y")
-    assert explorer.slider.max == len(tree.trace.steps) - 1
-    assert explorer.index == len(tree.trace.steps) - 1
+    assert explorer.step == len(tree.trace.steps) - 1 and explorer._sent_n == len(tree.trace.steps)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from cgviz.engine.pool_model import round_size
 from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
@@ -63,6 +63,16 @@ class Recorder:
         self.trace = Trace(meta={"trace_level": level})
         self.listeners: list = []  # callables(step), e.g. a live Explorer
         self._keys: list[tuple] = []  # step_key of each stored step
+
+    def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
+        """Call `fn(step)` after each recorded step (a fold passes the block's last step), e.g.
+        a live Explorer; returns the function that stops it."""
+        self.listeners.append(fn)
+
+        def unsubscribe() -> None:
+            if fn in self.listeners:
+                self.listeners.remove(fn)
+        return unsubscribe
 
     @property
     def meta(self) -> dict:

@@ -41,8 +41,8 @@ _EDGE_PATH = (f' stroke="{_tree.STYLE["path_edge"]}" fill="{_tree.STYLE["path_ed
 
 #: The page's CSS for the edges drawn here: each edge holds its plain and its on-path stroke,
 #: and the class "on-path" picks one.
-EDGE_CSS = ("#tree-box .cg-e1{display:none}#tree-box .on-path>.cg-e1{display:inline}"
-            "#tree-box .on-path>.cg-e0{display:none}")
+EDGE_CSS = (".cg-tree-box .cg-e1{display:none}.cg-tree-box .on-path>.cg-e1{display:inline}"
+            ".cg-tree-box .on-path>.cg-e0{display:none}")
 
 
 class _Structure:

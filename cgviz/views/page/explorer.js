@@ -1,0 +1,441 @@
+// The cgviz explorer: one front end with two hosts. The HTML export mounts it on its page with
+// the whole payload (`mount`); the Jupyter widget (an anywidget: `render`) gets the payload in
+// pieces from the kernel. The payload is built by cgviz/views/page_data.py. Every lookup is
+// scoped to the explorer's root element, so several explorers can share a document.
+
+const ICON = (body) => '<svg viewBox="0 0 16 16" width="14" height="14" fill="currentColor" aria-hidden="true">' + body + "</svg>";
+const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></div>' +
+  '<div class="cg-controls">' +
+  '<button class="cg-first" title="first step (Home)" aria-label="⏮ first step" disabled>' + ICON('<rect x="2" y="3" width="2.2" height="10"/><path d="M14 3v10L5 8z"/>') + "</button>" +
+  '<button class="cg-prev" title="previous step (←)" aria-label="◀ previous step" disabled>' + ICON('<path d="M12 3v10L3.5 8z"/>') + "</button>" +
+  '<button class="cg-next" title="next step (→)" aria-label="▶ next step" disabled>' + ICON('<path d="M4 3v10l8.5-5z"/>') + "</button>" +
+  '<button class="cg-last" title="last step (End)" aria-label="⏭ last step" disabled>' + ICON('<path d="M2 3v10l9-5z"/><rect x="11.8" y="3" width="2.2" height="10"/>') + "</button>" +
+  '<input class="cg-slider" type="range" min="0" max="0" value="0" aria-label="step" disabled>' +
+  '<span class="cg-pos"></span><button class="cg-run" hidden title="call the workload once and follow the new steps">run next call</button>' +
+  '<span class="cg-keys"></span></div>' +
+  '<div class="cg-timeline-box" title="click to go to a step" hidden><div class="cg-timeline-inner"><div class="cg-timeline"></div><div class="cg-marker"></div></div></div>' +
+  '<div class="cg-now"><div class="cg-headline"></div><div class="cg-reason"></div></div>' +
+  '<div class="cg-banner" hidden></div><div class="cg-error" hidden></div>' +
+  '<div class="cg-main">' +
+  '<section class="panel cg-steps-panel"><h2>Steps <span class="sub cg-count"></span></h2><ol class="cg-steps"></ol></section>' +
+  '<section class="panel cg-tree-panel"><h2>Tree after this step <label class="fit" title="shrink the tree to the panel\'s width"><input type="checkbox" class="cg-fit"> fit to width</label></h2><div class="cg-snapinfo"></div><div class="cg-tree-box"></div></section>' +
+  '<section class="panel cg-node-panel"><h2>Node outputs</h2><div class="cg-node"></div></section>' +
+  '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
+  "</div>";
+const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/, TEXT_LINE = /^\s*(<text\b[^>]*>)([^<]*)<\/text>\s*$/;
+const WORD = {warmup: "warming up", recording: "recording", execution: "replaying"};
+
+function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
+function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", text)); }
+function lineIndex(r) { const out = []; for (let i = 0; i < r.length; i += 2) for (let j = r[i]; j < r[i] + r[i + 1]; j++) out.push(j); return out; }
+function copyOf(m) { const o = {}; for (const k in m) o[k] = m[k]; return o; }
+function replays(n) { return n + (n === 1 ? " replay" : " replays"); }
+function naturalWidth(svg) { const w = svg.getAttribute("width") || "", v = parseFloat(w); return /pt$/.test(w) ? v * 4 / 3 : v; }
+function byId(box, id) { return box.querySelector('[id="' + id + '"]'); }
+function morph(a, b) {
+  // make the shown element a look like b, replacing only the subtrees that differ
+  if (a.isEqualNode(b)) return;
+  const ka = a.childNodes, kb = b.childNodes;
+  let same = a.nodeName === b.nodeName && ka.length === kb.length && a.attributes && b.attributes && a.attributes.length === b.attributes.length;
+  for (let i = 0; same && i < a.attributes.length; i++) same = a.attributes[i].value === b.getAttribute(a.attributes[i].name);
+  if (!same || !ka.length) { a.parentNode.replaceChild(b, a); return; }
+  const xs = Array.from(ka), ys = Array.from(kb);
+  for (let i = 0; i < xs.length; i++) morph(xs[i], ys[i]);
+}
+
+// The standalone page's host: the whole payload is there; `#step=N&node=M` in the address.
+function pageHost() {
+  return {
+    keys: document,
+    start() {
+      const m = /step=(\d+)/.exec(location.hash), k = /node=(\d+)/.exec(location.hash);
+      return {step: m ? +m[1] - 1 : 0, sel: k ? +k[1] : null};
+    },
+    shown(i, sel) { try { history.replaceState(null, "", "#step=" + (i + 1) + (sel != null ? "&node=" + sel : "")); } catch (e) { /* file: pages may refuse */ } },
+    need() {},
+    listen(view) { window.addEventListener("hashchange", () => { const s = this.start(); view.go(s.step, s.sel, true); }); },
+  };
+}
+
+export function mount(root, D, host) {
+  host = host || pageHost();
+  root.classList.add("cgviz"); root.innerHTML = SKELETON;
+  const q = (name) => root.querySelector(".cg-" + name);
+  const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps");
+  let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
+  let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], geo = {}, must = {};
+  let poolShown = null, poolMemo = {}, poolMemoSize = 0, boxW = 0;
+
+  // -- the head: header, notices, step list, timeline ----------------------------------------------
+  const style = el("style"); root.appendChild(style);
+  function head(h) {
+    const hd = q("header"); hd.textContent = "";
+    hd.appendChild(el("h1", null, h.title));
+    const meta = el("div", "meta");
+    (h.header.meta.length ? h.header.meta : [["meta", "none recorded"]]).forEach(([k, v]) => {
+      const it = el("span", "meta-item"); it.appendChild(el("span", "meta-key", k)); it.appendChild(document.createTextNode(" " + v)); meta.appendChild(it);
+    });
+    hd.appendChild(meta);
+    const counts = el("div", "counts", h.header.count + (h.header.kinds.length ? " — " : ""));
+    h.header.kinds.forEach(([k, v], j) => { if (j) counts.appendChild(document.createTextNode(" · ")); counts.appendChild(el("span", "k-" + k + " kc", v + " " + k)); });
+    hd.appendChild(counts);
+    const nb = q("notices"); nb.textContent = "";
+    h.notices.forEach((t) => nb.appendChild(el("p", "notice", t)));
+    const digits = String(h.n).length + 1;
+    style.textContent = Object.keys(h.colors).map((k) => ".cgviz .k-" + k + "{--k:" + h.colors[k] + "}").join("") +
+      ".cgviz .cg-steps .sn{min-width:" + digits + "ch}.cgviz .cg-steps .why{padding-left:" + digits + "ch}";
+    root.classList.toggle("no-pictures", !!h.empty);
+    N = h.n; D.tx = h.tx; D.empty = h.empty;
+    D.rows = (D.rows || []).slice(0, h.start).concat(h.rows);
+    while (list.children.length > h.start) list.removeChild(list.lastChild);
+    for (let i = h.start; i < N; i++) {
+      const [kind, hl, why, note, times] = D.rows[i], li = el("li", "k-" + kind);
+      li.dataset.i = i;
+      li.appendChild(el("span", "sn", i + 1)); li.appendChild(el("span", "hl", hl));
+      if (note) li.appendChild(el("span", "blk", note));
+      li.appendChild(el("span", "why", why)); list.appendChild(li);
+      if (times > 1) li.dataset.fold = times;
+    }
+    while (S.length < N) S.push(null);
+    q("count").textContent = N;
+    if (h.timeline) q("timeline").innerHTML = h.timeline;
+    q("timeline-box").hidden = !h.timeline;
+    slider.max = Math.max(N - 1, 0);
+    [q("first"), q("prev"), q("next"), q("last"), slider].forEach((b) => { b.disabled = !N; });
+    q("keys").textContent = "← → Home End" + (h.empty ? "" : " · click a node");
+    q("pos").textContent = N + " steps";
+    if (!N) { q("headline").textContent = h.empty; msg(tbox, h.empty); }
+    msg(q("node"), N ? "Click a node in the tree to see its outputs." : "");
+  }
+  function merge(p) {
+    // a piece of pictures: new items append to the lists (indices never change), `at` fills steps
+    ["lines", "trees", "pools", "nodes", "snaps", "banners"].forEach((k) => { D[k] = (D[k] || []).concat(p[k] || []); });
+    for (const i in p.at || {}) { S[+i] = p.at[i]; delete asked[i]; }
+  }
+
+  // -- the tree ------------------------------------------------------------------------------------
+  function unrun(r) { return lineIndex(r).map((j) => D.lines[j]).join("\n"); }
+  function setTree(t) {
+    // a tree that differs from the one shown only in whole node or edge groups: swap just those
+    // (a big tree's layout is what costs; the browser then lays out only what changed)
+    const svg = tbox.querySelector("svg"), next = lineIndex(D.trees[t]);
+    let swaps = [], gone = [];
+    if (svg && shownLines && shownLines.length === next.length) {
+      for (let p = 0; p < next.length; p++) {
+        if (next[p] === shownLines[p]) continue;
+        const a = WHOLE.exec(D.lines[shownLines[p]]), b = WHOLE.exec(D.lines[next[p]]);
+        if (!a || !b || swaps.length > next.length / 2) { swaps = null; break; }
+        gone.push(a[2]); swaps.push(b);
+      }
+      // the same groups, redrawn (edges may change places: those on the path are drawn last)
+      if (swaps && gone.sort().join() !== swaps.map((m) => m[2]).sort().join()) swaps = null;
+    } else swaps = null;
+    if (swaps) {
+      const tmp = document.createElementNS(svg.namespaceURI, "g");
+      tmp.innerHTML = swaps.map((m) => m[1]).join("");
+      while (tmp.firstElementChild) {
+        const g = tmp.firstElementChild, old = byId(svg, g.id);
+        if (old) old.parentNode.replaceChild(g, old); else tmp.removeChild(g);
+      }
+    } else if (svg) {
+      const fresh = el("div"); fresh.innerHTML = next.map((j) => D.lines[j]).join("\n");
+      morph(svg, fresh.firstElementChild);
+    } else tbox.innerHTML = next.map((j) => D.lines[j]).join("\n");
+    shownLines = next;
+  }
+  function stateAt(i) {
+    // node id -> [look, replays] after step i: on from the state last computed when that is at most
+    // a keyframe's distance before i, else from the keyframe before i (a jump costs at most that)
+    if (!tState || tAt > i || i - tAt > T.every) {
+      const k = i - i % T.every, f = T.keys[k]; tState = {}; tAt = k;
+      for (let j = 0; j < f.length; j += 3) tState[f[j]] = [f[j + 1], f[j + 2]];
+    }
+    for (let s = tAt + 1; s <= i; s++) {
+      const d = T.delta[s];
+      for (let j = 0; j < d.length; j += 3) { if (d[j + 1] < 0) delete tState[d[j]]; else tState[d[j]] = [d[j + 1], d[j + 2]]; }
+    }
+    tAt = i; return tState;
+  }
+  function paintNode(g, v, was) {
+    // a new replay count alone rewrites one text; a new look redraws the box
+    const L = T.looks[v[0]];
+    if (was[0] === v[0]) { g.getElementsByTagName("text")[L[3]].textContent = L[4].replace("\ue000", replays(v[1])); return; }
+    g.setAttribute("class", L[0] + (sel != null && g.id === "node-" + sel ? " cg-sel" : "")); g.setAttribute("fill", L[1]);
+    g.innerHTML = L[2].replace("\ue000", replays(v[1])).split("\ue001").join(g.dataset.w).split("\ue002").join(g.dataset.cx);
+  }
+  function setTreeState(i, st) {
+    // the structure's drawing once; then the step's state, painted where it shows (paintNodes)
+    if (st[0] !== shownStruct) {
+      const s = T.structs[st[0]];
+      tbox.innerHTML = unrun(D.trees[s[0]]); shownStruct = st[0]; hot = []; geo = {};
+      shownState = copyOf(stateAt(s[1]));
+      tbox.querySelectorAll('g[id^="node-"]').forEach((g) => {
+        const m = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute("transform"));
+        geo[g.id.slice(5)] = [+m[1], +m[2], +g.dataset.w];
+      });
+    }
+    stateAt(i);
+    // the nodes this step names, and those the step before named, are painted wherever they are
+    const now = {}, sn = D.snaps[st[2]];
+    [st[3], sn.cur, sel].forEach((id) => { if (id != null) now[id] = 1; });
+    const both = copyOf(must); for (const id in now) both[id] = 1;
+    must = now; markPath(sn.path);
+    return both;
+  }
+  function paintNodes(also) {
+    // repaint the nodes whose look or replay count differ from the step's: those in view or near it
+    // (half a box around), and `also`; the others when scrolled to (a jump then costs what shows)
+    if (!T || shownStruct < 0) return;
+    const svg = tbox.querySelector("svg"), b = tbox.getBoundingClientRect(), r = svg.getBoundingClientRect();
+    const f = naturalWidth(svg) / r.width || 1, x0 = (b.left - b.width / 2 - r.left) * f, x1 = (b.right + b.width / 2 - r.left) * f;
+    const y0 = (b.top - b.height / 2 - r.top) * f - 400, y1 = (b.bottom + b.height / 2 - r.top) * f;
+    for (const id in tState) {
+      const a = shownState[id], v = tState[id], p = geo[id];
+      if (a[0] === v[0] && a[1] === v[1]) continue;
+      if (!(also && also[id]) && (p[0] > x1 || p[0] + p[2] < x0 || p[1] > y1 || p[1] < y0)) continue;
+      paintNode(byId(tbox, "node-" + id), v, a); shownState[id] = v;
+    }
+  }
+  function markPath(path) {
+    // the edges of the current path take their path stroke, drawn last (over their siblings' elbows)
+    hot.forEach((e) => e.classList.remove("on-path"));
+    hot = [];
+    for (let j = 0; j + 1 < path.length; j++) {
+      const e = byId(tbox, "edge-" + path[j] + "-" + path[j + 1]);
+      if (e) { e.classList.add("on-path"); e.parentNode.appendChild(e); hot.push(e); }
+    }
+  }
+  function markSelected() {
+    tbox.querySelectorAll(".cg-sel").forEach((g) => g.classList.remove("cg-sel"));
+    if (sel != null) { const g = byId(tbox, "node-" + sel); if (g) g.classList.add("cg-sel"); }
+  }
+  function measure() { boxW = tbox.clientWidth - 12; }
+  function placeTree(also) {
+    // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node of interest
+    const svg = tbox.querySelector("svg"); if (!svg) return;
+    if (!boxW) measure();
+    const nat = naturalWidth(svg), fit = q("fit").checked || (nat > boxW && boxW / nat >= 0.6);
+    tbox.classList.toggle("fit", fit);
+    paintNodes(also);
+    if (!fit && nat > boxW) requestAnimationFrame(scrollToNode);
+  }
+  function scrollToNode() {
+    const g = tbox.querySelector(".cg-sel") || tbox.querySelector(".state-active") || tbox.querySelector(".state-current");
+    if (!g) return;
+    const b = tbox.getBoundingClientRect(), r = g.getBoundingClientRect();
+    if (r.left < b.left || r.right > b.right) tbox.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
+    if (r.top < b.top || r.bottom > b.bottom) tbox.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
+  }
+
+  // -- the pool ------------------------------------------------------------------------------------
+  function setPool(t) {
+    const tmp = el("div"), old = pbox.firstElementChild, next = poolLines(t), svg = old && old.tagName.toLowerCase() === "svg";
+    if (!(svg && poolShown && patchTexts(old, poolShown, next))) {
+      tmp.innerHTML = next.map((j) => D.lines[j]).join("\n");
+      if (svg) morph(old, tmp.firstElementChild);
+      else { pbox.textContent = ""; pbox.appendChild(tmp.firstElementChild); }
+    }
+    poolShown = next;
+  }
+  function poolLines(t) {
+    // a pool's line indices: from its runs, or from the pool before it and a diff (see SvgKind)
+    const r = D.pools[t];
+    if (Array.isArray(r)) return lineIndex(r);
+    if (poolMemo[t]) return poolMemo[t];
+    const base = poolLines(r.b), o = r.o, out = [];
+    for (let k = 0; k < o.length; k++) {
+      if (o[k] < 0) out.push(-1 - o[k]);
+      else { for (let j = o[k]; j < o[k] + o[k + 1]; j++) out.push(base[j]); k++; }
+    }
+    if (++poolMemoSize > 64) { poolMemo = {}; poolMemoSize = 0; }
+    return (poolMemo[t] = out);
+  }
+  function patchTexts(svg, a, b) {
+    // pools that differ only in a few texts (the totals in the title, in a replay loop): rewrite
+    // those texts rather than parse and compare the whole drawing
+    if (a.length !== b.length) return false;
+    const edits = [], tmp = el("div");
+    let n = 0;
+    for (let p = 0; p < b.length; p++) {
+      const line = D.lines[a[p]];
+      if (a[p] !== b[p]) {
+        const x = TEXT_LINE.exec(line), y = TEXT_LINE.exec(D.lines[b[p]]);
+        if (!x || !y || x[1] !== y[1] || edits.length > 8) return false;
+        edits.push([n, y[2]]);
+      }
+      if (line.indexOf("<text") >= 0) n += line.split(/<text\b/).length - 1;
+    }
+    const texts = svg.getElementsByTagName("text");
+    edits.forEach(([k, t]) => { tmp.innerHTML = t; texts[k].textContent = tmp.textContent; });
+    return true;
+  }
+  function poolMark(id) {
+    pbox.querySelectorAll(".on").forEach((g) => g.classList.remove("on"));
+    const mine = id == null ? [] : pbox.querySelectorAll('[data-node="' + id + '"]');
+    mine.forEach((g) => g.classList.add("on"));
+    pbox.classList.toggle("hl", mine.length > 0);
+  }
+
+  // -- the node panel ------------------------------------------------------------------------------
+  function nodesOf(si) {
+    if (!snapNodes[si]) { const m = {}; lineIndex(D.snaps[si].n).forEach((j) => { m[D.nodes[j][0]] = D.nodes[j]; }); snapNodes[si] = m; }
+    return snapNodes[si];
+  }
+  function nodeTable(st) {
+    // the selected node's outputs, or the step's node, or the current one; returns the node shown
+    const box = q("node"), si = st[2];
+    if (si < 0) { msg(box, "No snapshot for this step."); return null; }
+    const snap = D.snaps[si], nodes = nodesOf(si);
+    let id = sel, how = "selected · click it again to follow the steps";
+    if (id == null || !nodes[id]) {
+      how = id != null ? "node " + id + " does not exist at this step; showing " : "";
+      id = st[3] != null && nodes[st[3]] ? st[3] : snap.cur;
+      how += id == null ? "" : (id === st[3] ? "the node of this step" : "the current node") + " · click a node to pin it";
+    }
+    if (id == null || !nodes[id]) { msg(box, Object.keys(nodes).length ? "Click a node in the tree to see its outputs." : "No nodes yet."); return null; }
+    const n = nodes[id]; box.textContent = "";
+    box.appendChild(el("div", "how", how));
+    box.appendChild(el("div", "title", n[1] + " · node " + n[0]));
+    const facts = [n[2] === "graph" ? "recorded graph" : "warmup run", "generation " + n[5], replays(n[6]),
+      n[3] == null ? "a root" : "parent " + n[3], n[4].length ? "children " + n[4].join(", ") : "no children"];
+    if (snap.cur === n[0]) facts.push("current node"); else if (snap.path.indexOf(n[0]) >= 0) facts.push("on the current path");
+    box.appendChild(el("div", "facts", facts.join(" · ")));
+    if (n[7]) box.appendChild(el("div", "facts", "inputs: " + n[7]));
+    if (!n[8].length) { box.appendChild(el("p", "msg", "No outputs.")); return id; }
+    const t = el("table"), h = el("tr"), alias = n[8].some((o) => o[6]);
+    ["state", "#", "shape", "dtype", "size", "address"].concat(alias ? ["alias of"] : []).forEach((c) => h.appendChild(el("th", null, c)));
+    t.appendChild(h);
+    n[8].forEach((o) => {
+      const tr = el("tr");
+      tr.appendChild(el("td", "st-" + o[1], ({live: "● ", dead: "○ ", invalid: "✕ "}[o[1]] || "") + o[1])); tr.appendChild(el("td", null, o[0]));
+      tr.appendChild(el("td", null, o[2])); tr.appendChild(el("td", null, o[3])); tr.appendChild(el("td", null, o[4]));
+      tr.appendChild(el("td", "addr", o[5])); if (alias) tr.appendChild(el("td", null, o[6]));
+      t.appendChild(tr);
+    });
+    const wrap = el("div", "table-wrap"); wrap.appendChild(t); box.appendChild(wrap);
+    return id;
+  }
+
+  // -- a step --------------------------------------------------------------------------------------
+  function ask(i) {
+    // the pictures of the steps around i that have not arrived (a widget's host asks the kernel for them)
+    const want = [];
+    for (let k = Math.max(0, i - 16); k < Math.min(N, i + 33); k++) if (!S[k] && !asked[k]) { want.push(k); asked[k] = 1; }
+    if (want.length) host.need(want);
+  }
+  function show(i, quiet) {
+    if (!N) return;
+    i = Math.max(0, Math.min(N - 1, i | 0));
+    const st = S[i], row = list.children[i], R = D.rows[i];
+    if (cur >= 0 && list.children[cur]) list.children[cur].classList.remove("cur");
+    cur = i; row.classList.add("cur");
+    if (row.offsetTop < list.scrollTop || row.offsetTop + row.offsetHeight > list.scrollTop + list.clientHeight) list.scrollTop = row.offsetTop - list.clientHeight / 3;
+    q("now").className = "cg-now k-" + R[0];
+    const hl = q("headline"), text = R[1] + R[3], sp = text.indexOf(" ");
+    hl.textContent = "";
+    hl.appendChild(el("span", null, "step " + (i + 1) + "/" + N + " · "));
+    hl.appendChild(el("span", "kind", sp < 0 ? text : text.slice(0, sp)));
+    if (sp >= 0) hl.appendChild(el("span", null, text.slice(sp)));
+    q("reason").textContent = R[2];
+    slider.value = i; q("pos").textContent = "step " + (i + 1) + " / " + N;
+    q("first").disabled = q("prev").disabled = i === 0; q("last").disabled = q("next").disabled = i === N - 1;
+    if (D.tx && D.tx.length > i) q("marker").style.left = (D.tx[i] * 100) + "%";
+    ask(i);
+    if (!quiet) host.shown(i, sel);
+    if (!st) { root.classList.add("loading"); return; }
+    root.classList.remove("loading");
+    const b = q("banner");
+    if (st[4] >= 0) {
+      const bn = D.banners[st[4]]; b.textContent = ""; b.appendChild(el("div", null, bn.head));
+      if (bn.items.length) { const ul = el("ul"); bn.items.forEach((t) => ul.appendChild(el("li", null, t))); b.appendChild(ul); }
+      b.hidden = false;
+    } else b.hidden = true;
+    let also;
+    if (st[0] < 0) {
+      if (shownTree !== -1) { shownTree = shownStruct = -1; shownLines = null; msg(tbox, D.empty || "No snapshot was recorded for this step."); }
+    } else if (T) { shownTree = -2; also = setTreeState(i, st); }
+    else if (st[0] !== shownTree) { shownTree = st[0]; setTree(st[0]); }
+    markSelected(); placeTree(also);
+    if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) setPool(st[1]); else { poolShown = null; msg(pbox, "No snapshot of the pool for this step."); } }
+    q("snapinfo").textContent = st[2] < 0 ? "" : snapInfo(D.snaps[st[2]], R[4]);
+    poolMark(nodeTable(st));
+  }
+  function snapInfo(sn, times) {
+    const word = WORD[sn.state] || sn.state, p = sn.path;
+    const path = p.length > 12 ? p.slice(0, 3).join(" → ") + " → … → " + p.slice(-3).join(" → ") + " (" + p.length + " nodes)" : p.join(" → ");
+    return "generation " + sn.gen + " · " + (p.length ? word + " path " + path + (sn.cur == null ? "" : " · current node " + sn.cur)
+      : "no current path: the next call starts from the roots") + (times > 1 ? " · as after the last of its ×" + times + " repeats" : "");
+  }
+
+  // -- wiring --------------------------------------------------------------------------------------
+  head(D);
+  q("first").onclick = () => show(0);
+  q("prev").onclick = () => show(cur - 1);
+  q("next").onclick = () => show(cur + 1);
+  q("last").onclick = () => show(N - 1);
+  slider.oninput = () => show(+slider.value);
+  list.onclick = (e) => { const li = e.target.closest("li"); if (li) show(+li.dataset.i); };
+  q("fit").onchange = () => placeTree();
+  tbox.addEventListener("scroll", () => paintNodes());
+  window.addEventListener("resize", () => { measure(); placeTree(); });
+  tbox.onclick = (e) => {
+    const g = e.target.closest('[id^="node-"]'); if (!g) return;
+    const id = +g.id.slice(5); sel = sel === id ? null : id; show(cur);
+  };
+  q("timeline-box").onclick = (e) => {
+    const r = q("timeline-inner").getBoundingClientRect(), f = (e.clientX - r.left) / r.width;
+    let best = 0;
+    for (let i = 1; i < D.tx.length; i++) if (Math.abs(D.tx[i] - f) < Math.abs(D.tx[best] - f)) best = i;
+    show(best);
+  };
+  host.keys.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey || (e.target.tagName === "INPUT" && e.target.type !== "checkbox")) return;
+    const to = {ArrowLeft: cur - 1, ArrowRight: cur + 1, Home: 0, End: N - 1}[e.key];
+    if (to != null && N) { e.preventDefault(); e.stopPropagation(); show(to); }
+  });
+  const view = {
+    root,
+    go(i, node, quiet) { sel = node; show(i, quiet); },
+    grow(h) {
+      // new steps, or a fold that rewrote the last ones: their pictures come again when asked for
+      S.length = Math.min(S.length, h.start); for (const k in asked) if (+k >= h.start) delete asked[k];
+      head(h); if (N) show(Math.min(cur < 0 ? N - 1 : cur, N - 1), true); },
+    piece(p) { merge(p); if (cur >= 0 && S[cur] && root.classList.contains("loading")) show(cur, true); },
+    get step() { return cur; },
+  };
+  merge({at: {}});
+  const start = host.start();
+  sel = start.sel;
+  show(start.step, true);
+  if (host.listen) host.listen(view);
+  return view;
+}
+
+// The Jupyter widget's host (anywidget): the traits `step` and `selected` follow the view both
+// ways; the kernel sends the head at once (`_head`), then pieces of pictures as they are asked for.
+export function render({ model, el: root }) {
+  const D = Object.assign({}, model.get("_head"), model.get("_first"));
+  root.tabIndex = 0; root.classList.add("cg-widget");
+  const host = {
+    keys: root,
+    start: () => ({step: model.get("step"), sel: model.get("selected")}),
+    shown(i, node) {
+      if (model.get("step") === i && model.get("selected") === node) return;
+      model.set("step", i); model.set("selected", node); model.save_changes();
+    },
+    need(steps) { model.send({type: "steps", steps}); },
+  };
+  const view = mount(root, D, host);
+  const run = root.querySelector(".cg-run"), error = root.querySelector(".cg-error");
+  run.hidden = !model.get("_runnable");
+  run.onclick = () => { run.disabled = true; model.send({type: "run"}); };
+  const follow = () => view.go(model.get("step"), model.get("selected"), true);
+  model.on("change:step", follow);
+  model.on("change:selected", follow);
+  model.on("msg:custom", (m) => {
+    if (m.type === "piece") view.piece(m.piece);
+    else if (m.type === "head") { view.grow(m.head); follow(); }
+    else if (m.type === "ran") { run.disabled = false; error.hidden = !m.error; error.textContent = m.error || ""; }
+  });
+  return () => { model.off("change:step", follow); model.off("change:selected", follow); };
+}

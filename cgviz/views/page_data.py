@@ -1,0 +1,346 @@
+"""The explorer's payload: what both hosts of the front end (views/page/explorer.js) consume.
+
+    data = page_data(trace)              # everything: the HTML export embeds it
+    data = page_data(trace, range(40))   # the head and steps 0..39 only: a widget's first view
+
+The head (title, header, notices, the step list's rows, the timeline) is cheap and always
+whole; the pictures of a step (tree, pool, snapshot, banner) are what costs, so a widget asks
+for them a window at a time (`PageData.piece`), each piece carrying only the pictures, lines,
+nodes and snapshots not sent before. Indices into those lists never change: the front end
+appends what a piece brings (`merge` in explorer.js).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+from cgviz.trace.diff import format_bytes
+from cgviz.views.colors import STEP_COLORS
+from cgviz.views.page_store import (
+    SvgKind, SvgStore, linear, namespace_ids, output_row, pool_key, pool_markup, runs, strip_prolog,
+)
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import NodeView, Snapshot, Step, Trace
+
+__all__ = ["page_data", "PageData", "KIND_COLORS"]
+
+#: The colour of each step kind (the timeline's), for the step list and the headline.
+KIND_COLORS: dict[str, str] = dict(STEP_COLORS)
+
+# "auto" uses Graphviz when laying out every distinct tree of the trace should take about this
+# long at most (a `dot` run costs about 15 ms plus 1.1 ms per node); the built-in layout beyond.
+GRAPHVIZ_BUDGET_S = 10.0
+_DOT_RUN_S = 0.015
+_DOT_NODE_S = 0.0011
+
+#: The timeline's size in inches: wide and low, as it spans the page.
+TIMELINE_SIZE = (14.0, 1.9)
+
+_META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")
+_LISTS = ("lines", "trees", "pools", "nodes", "snaps", "banners")
+
+
+def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: Optional[str] = None,
+              renderer: str = "auto") -> dict:
+    """The payload for `trace`: the head, and the pictures of `steps` (indices; default all).
+
+    ``steps`` then has one entry per step of the trace: ``[tree, pool, snap, node, banner]``
+    (indices into ``trees``, ``pools``, ``snaps``, ``banners``; -1: none), or None for a
+    step whose pictures were left out."""
+    data = PageData(trace, title=title, renderer=renderer)
+    return {**data.head(), **data.piece(steps, whole=steps is None)}
+
+
+class PageData:
+    """Builds the payload of one trace in pieces; it follows the trace as it grows (`grow`).
+
+    `renderer` draws the trees: "graphviz", "builtin", or "auto" (Graphviz when `dot` is
+    installed and laying out every distinct tree should take about ten seconds at most)."""
+
+    def __init__(self, trace: "Trace", *, title: Optional[str] = None, renderer: str = "auto") -> None:
+        if renderer not in ("auto", "graphviz", "builtin"):
+            raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
+        self.trace = trace
+        self.title = title or _default_title(trace)
+        self.notices: list[str] = []
+        self.store = SvgStore()
+        self.trees = SvgKind(self.store)
+        self.pools = SvgKind(self.store, diffs=True)
+        self.node_recs: list[list] = []
+        self.snap_recs: list[dict] = []
+        self.banners: list[dict] = []
+        self._sent = {k: 0 for k in _LISTS}
+        # caches by id() keep their object alive (`_keep`): a fold replaces steps, and a freed
+        # object's id may come back
+        self._keep: list[Any] = []
+        self._by_id: dict[tuple[str, int], int] = {}
+        self._by_key: dict[tuple, int] = {}
+        self._records: dict[int, list] = {}
+        self._functions: dict[int, str] = {}
+        self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
+        self.renderer = self._choose(renderer)
+
+    # -- the head ---------------------------------------------------------------------------------
+    def head(self, start: int = 0) -> dict:
+        """Title, header, notices, timeline, and the step list's rows from step `start` on:
+        ``[kind, headline, reason, note, times]`` (note: where a step sits in a folded block;
+        times: how often a folded step ran, 1 if once)."""
+        steps = self.trace.steps
+        empty = _empty_message(self.trace)
+        timeline, xs = self._timeline()
+        return {
+            "title": self.title, "header": self._header(), "n": len(steps), "start": start,
+            "rows": self._rows(start), "empty": empty,
+            "notices": self.notices + ([empty] if steps and empty else []),
+            "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
+            "colors": KIND_COLORS,
+        }
+
+    def grow(self, start: int) -> None:
+        """Forget what was built for steps `start` on (new steps, or a fold that rewrote them)."""
+        for i in [i for i in self._records if i >= start]:
+            del self._records[i]
+        del self._last_snap[start:]
+
+    # -- pictures ---------------------------------------------------------------------------------
+    def piece(self, steps: Optional[Iterable[int]] = None, *, whole: bool = False) -> dict:
+        """The step records of `steps` (default all) and what they need that was not sent yet.
+
+        `whole` (every step, in order) draws a built-in tree once per structure and sends each
+        step's node states (`html_trees.TreeStates`, as ``tree``): the smallest export, but not
+        one that can be sent a window at a time."""
+        n = len(self.trace.steps)
+        wanted = range(n) if steps is None else sorted({i for i in steps if 0 <= i < n})
+        states = None
+        if whole and self.renderer == "builtin" and any(s.snapshot is not None for s in self.trace.steps):
+            from cgviz.views.html_trees import TreeStates
+
+            states = TreeStates(lambda svg: self.trees.add(strip_prolog(svg)))
+        out: dict[str, Any] = {}
+        if whole:
+            out["steps"] = [self._record(i, states) for i in wanted]
+        else:
+            recs: list[Optional[list]] = [None] * n if steps is not None else []
+            for i in wanted:
+                recs[i] = self._record(i, None)
+            out["steps"] = recs
+        if states is not None:
+            out["tree"] = states.data()
+        out.update(self._new_items())
+        return out
+
+    def window(self, steps: Iterable[int]) -> dict:
+        """A piece for a host that has the head: ``at`` maps step index (text) to its record."""
+        n = len(self.trace.steps)
+        at = {str(i): self._record(i, None) for i in steps if 0 <= i < n}
+        return {**self._new_items(), "at": at}
+
+    def _new_items(self) -> dict:
+        lists = {"lines": self.store.lines, "trees": self.trees.items, "pools": self.pools.items,
+                 "nodes": self.node_recs, "snaps": self.snap_recs, "banners": self.banners}
+        out = {}
+        for k, items in lists.items():
+            out[k] = items[self._sent[k]:]
+            self._sent[k] = len(items)
+        return out
+
+    def _record(self, i: int, states: Any) -> list:
+        rec = self._records.get(i)
+        if rec is not None and states is None:
+            return rec
+        from cgviz.views.pool import pool_svg
+        from cgviz.views.tree import tree_svg
+
+        step = self.trace.steps[i]
+        snap = step.snapshot
+        tree = pool = sidx = -1
+        if states is not None:
+            tree = states.add(step)
+        if snap is not None:
+            if states is None:
+                tree = self._cached(("tree", self._tree_key(step)), step,
+                                    lambda: self.trees.add(strip_prolog(tree_svg(snap, step, renderer=self.renderer))))
+            pool = self._cached(("pool", id(snap)), snap,
+                                lambda: self._cached_key(("pool", pool_key(snap)),
+                                                         lambda: self.pools.add(pool_markup(snap, pool_svg(snap)))))
+            sidx = self._snap_index(snap)
+        rec = self._records[i] = [tree, pool, sidx, step.node, self._banner(i)]
+        return rec
+
+    def _cached(self, key: tuple, keep: Any, make: Any) -> int:
+        i = self._by_id.get(key)
+        if i is None:
+            self._keep.append(keep)
+            i = self._by_id[key] = make()
+        return i
+
+    def _cached_key(self, key: tuple, make: Any) -> int:
+        i = self._by_key.get(key)
+        if i is None:
+            i = self._by_key[key] = make()
+        return i
+
+    @staticmethod
+    def _tree_key(step: "Step") -> tuple:
+        # what the tree view depends on: the snapshot, and the step's node, kind and invalidations
+        inval = tuple(sorted({p[0] for p in step.invalidated})) if step.invalidated else ()
+        return (id(step.snapshot), step.kind, step.node, inval)
+
+    def _node_index(self, n: "NodeView") -> int:
+        def make() -> int:
+            key = ("node", n.id, n.function, n.kind, n.parent, tuple(n.children), n.generation, n.replays,
+                   n.signature, tuple((o.index, o.state, tuple(o.shape), o.dtype, o.nbytes, o.address, o.alias_of)
+                                      for o in n.outputs))
+
+            def add() -> int:
+                self.node_recs.append([n.id, n.function, n.kind, n.parent, list(n.children), n.generation,
+                                       n.replays, n.signature, [output_row(o) for o in n.outputs]])
+                return len(self.node_recs) - 1
+            return self._cached_key(key, add)
+        return self._cached(("node", id(n)), n, make)
+
+    def _snap_index(self, s: "Snapshot") -> int:
+        def make() -> int:
+            nodes = runs([self._node_index(n) for n in s.nodes])
+            key = ("snap", tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation)
+
+            def add() -> int:
+                self.snap_recs.append({"n": nodes, "path": list(s.path), "cur": s.current_node, "state": s.state,
+                                       "gen": s.generation})
+                return len(self.snap_recs) - 1
+            return self._cached_key(key, add)
+        return self._cached(("snap", id(s)), s, make)
+
+    def _banner(self, i: int) -> int:
+        """The generation banner of step `i` (an index into banners), or -1."""
+        step = self.trace.steps[i]
+        if step.kind != "generation":
+            return -1
+        self._scan()
+        last = self._last_snap[i]
+        snap = None if last < 0 else self.trace.steps[last].snapshot
+        items = []
+        for pair in step.invalidated:
+            node_id, out_index = pair[0], pair[1]
+            function, detail = self._functions.get(node_id), ""
+            if snap is not None:
+                with contextlib.suppress(KeyError):
+                    node = snap.node(node_id)
+                    function = node.function
+                    for o in node.outputs:
+                        if o.index == out_index:
+                            shape = ", ".join(str(d) for d in o.shape)
+                            detail = f" · {o.dtype}[{shape}] · {format_bytes(o.nbytes)}"
+            who = f"{function} (node {node_id})" if function else f"node {node_id}"
+            items.append(f"output {out_index} of {who}{detail}")
+        n = len(items)
+        if n:
+            head = (f"Generation {step.generation} begins: {n} output{'' if n == 1 else 's'} still live from "
+                    f"the previous generation {'is' if n == 1 else 'are'} now invalid. Using "
+                    f"{'it' if n == 1 else 'one'} raises \u201caccessing tensor output of CUDAGraphs that has "
+                    f"been overwritten by a subsequent run\u201d.")
+        else:
+            head = f"Generation {step.generation} begins: nothing live was invalidated."
+        self.banners.append({"head": head, "items": items})
+        return len(self.banners) - 1
+
+    def _scan(self) -> None:
+        """Node → function names and each step's latest snapshot, for the steps not scanned yet."""
+        steps = self.trace.steps
+        for i in range(len(self._last_snap), len(steps)):
+            step = steps[i]
+            if step.node is not None and step.function:
+                self._functions[step.node] = step.function
+            before = self._last_snap[-1] if self._last_snap else -1
+            self._last_snap.append(i if step.snapshot is not None else before)
+
+    def _choose(self, renderer: str) -> str:
+        from cgviz.views.tree import dot_available
+
+        if renderer != "auto":
+            return renderer
+        if not dot_available():
+            self.notices.append("Trees drawn with the built-in layout: Graphviz's `dot` was not found "
+                                "(apt install graphviz / brew install graphviz / conda install graphviz).")
+            return "builtin"
+        seen: dict[tuple, int] = {}
+        for step in self.trace.steps:
+            if step.snapshot is not None:
+                seen[self._tree_key(step)] = len(step.snapshot.nodes)
+        estimate = _DOT_RUN_S * len(seen) + _DOT_NODE_S * sum(seen.values())
+        if estimate > GRAPHVIZ_BUDGET_S:
+            self.notices.append(f"Trees drawn with the built-in layout: Graphviz would need about "
+                                f"{estimate:.0f} s for the {len(seen)} distinct trees of this trace "
+                                f"(to_html(..., renderer=\"graphviz\") uses it anyway).")
+            return "builtin"
+        return "graphviz"
+
+    # -- text -------------------------------------------------------------------------------------
+    def _header(self) -> dict:
+        """``meta`` ([key, text] pairs), ``count`` (the steps, and calls when repeats were folded)
+        and ``kinds`` ([kind, count] for the kinds that occur)."""
+        meta = self.trace.meta
+        keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER)
+        items = [[k, v if isinstance(meta[k], str) else json.dumps(v, ensure_ascii=False)]
+                 for k, v in ((k, meta[k]) for k in keys)]
+        n, calls = len(self.trace.steps), self.trace.calls
+        count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} calls, repeats counted)" if calls != n else "")
+        return {"meta": items, "count": count, "kinds": [[k, v] for k, v in self.trace.counts().items() if v]}
+
+    def _rows(self, start: int) -> list[list]:
+        steps = self.trace.steps
+        n = len(steps)
+        times = self.trace.repeats() if n else []
+        rows = []
+        block_end = -1
+        for i in range(max(0, start - 64), n):
+            step = steps[i]
+            if i > block_end:  # find the folded block (if any) that step i belongs to
+                block_end = -1
+                for j in range(i, min(n, i + 64)):
+                    if steps[j].repeat > 1:
+                        block_end = j if j - steps[j].span < i else -1
+                        break
+            if i < start:
+                continue
+            note = ""
+            if step.repeat == 1 and block_end >= 0:
+                span = steps[block_end].span
+                note = f" · ×{times[i]} (step {i - (block_end - span)} of a {span}-step block)"
+            rows.append([step.kind, step.headline(), step.reason, note, times[i]])
+        return rows
+
+    def _timeline(self) -> tuple[str, list[float]]:
+        """The timeline SVG (ids namespaced) and the x of each step as a fraction of its width."""
+        n = len(self.trace.steps)
+        if not n:
+            return "", []
+        from cgviz.views.svg_output import figure_svg
+        from cgviz.views.timeline import timeline_figure
+
+        fig = timeline_figure(self.trace, figsize=TIMELINE_SIZE)
+        svg = namespace_ids(strip_prolog(figure_svg(fig)), "tl-")
+        try:  # where matplotlib put each step: data x = step position
+            xs = linear(fig.axes[0], fig.bbox.width, n)
+        except Exception:
+            xs = [round((i + 0.5) / n, 5) for i in range(n)]
+        return svg, xs
+
+
+def _default_title(trace: "Trace") -> str:
+    meta = trace.meta
+    return " · ".join(["cgviz"] + [str(meta[k]) for k in ("scenario", "backend") if meta.get(k)])
+
+
+def _empty_message(trace: "Trace") -> str:
+    if not trace.steps:
+        return "This trace has no steps: nothing ran through the tree."
+    if all(s.snapshot is None for s in trace.steps):
+        level = trace.meta.get("trace_level")
+        lvl = f" (trace level {level!r})" if level else ""
+        return (f"This trace keeps steps and reasons only{lvl}: no snapshots of the tree or the pool. "
+                f"Record with trace=\"full\" to see them.")
+    return ""
