@@ -15,24 +15,31 @@ STAMP := $(VENV)/.cgviz-setup
 
 setup: system-deps $(STAMP)
 
-# Graphviz's `dot` draws the tree view (a built-in layout stands in without it).
-# Installed from Debian packages when missing and we may (root, apt-get present).
+# Graphviz's `dot` draws the tree view (a built-in layout stands in without it); Debian's
+# Chromium runs the browser tests (tests/browser skip without it; Playwright's own browser
+# download is not used). Installed from Debian packages when missing and we may (root, apt-get).
 system-deps:
-	@command -v dot >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing graphviz (apt-get)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
+			echo "installing$$missing (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
+				|| echo "note: apt-get could not install$$missing"; \
 		else \
-			echo "note: Graphviz 'dot' not found; the tree view uses its built-in layout (apt install graphviz)"; \
+			case "$$missing" in *graphviz*) echo "note: Graphviz 'dot' not found; the tree view uses its built-in layout (apt install graphviz)";; esac; \
+			case "$$missing" in *chromium*) echo "note: /usr/bin/chromium not found; tests/browser will skip (apt install chromium)";; esac; \
 		fi; \
-	}
+	fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # torch first, and only when the venv cannot import it yet: torch==$(TORCH_VERSION)
 # (a CPU wheel where pip finds one locally), else the CPU wheel index.
-# Then the package itself, editable, with its test extras.
+# Then the package itself, editable, with its test extras and what the browser tests drive
+# (JupyterLab, Notebook 7, Playwright).
 $(STAMP): pyproject.toml | $(BIN)/python
 	@if $(BIN)/python -c "import torch" >/dev/null 2>&1; then \
 		echo "torch $$($(BIN)/python -c "import torch; print(torch.__version__)") already in $(VENV)"; \
@@ -43,7 +50,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 			$(BIN)/pip install --index-url "$(TORCH_CPU_INDEX)" torch; \
 		}; \
 	fi
-	$(BIN)/pip install -e ".[test]"
+	$(BIN)/pip install -e ".[test,browser]"
 	@touch $@
 
 demo: setup
