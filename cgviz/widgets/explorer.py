@@ -48,9 +48,15 @@ def _resolve(source: Any) -> tuple[Any, Trace]:
 
 
 def _running_loop() -> Any:
-    """The asyncio loop running this code (a Jupyter kernel's), or None (plain Python)."""
+    """The loop of the Jupyter kernel running this code, or None (plain Python, where another
+    library may have left an asyncio loop marked running in this thread)."""
     import asyncio
+    import sys
 
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is None:
+        return None
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
