@@ -572,7 +572,7 @@ def test_registry_holds_trees_weakly_and_finds_them_by_name():
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from("abcd"), max_size=60))
 def test_tail_trace_holds_exactly_the_last_decisions(letters):
-    from cgviz.engine.recorder import MAX_SPAN, fold_repeats, step_key
+    from cgviz.trace.fold import MAX_SPAN, fold_repeats, step_key
     from cgviz.magics import tail_trace
 
     kind_of = {"a": "warmup", "b": "record", "c": "execute", "d": "path_end"}

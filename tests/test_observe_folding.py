@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from cgviz.engine.recorder import fold_repeats, step_key
+from cgviz.trace.fold import fold_repeats, step_key
 from cgviz.observe.torch_compile import FoldingLog
 from cgviz.trace.model import Step
 

@@ -40,7 +40,9 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Hashable, Literal, Optional
 
-kMinBlockSize = 512
+from cgviz.trace.ownership import MIN_BLOCK, round_size
+
+kMinBlockSize = MIN_BLOCK
 kSmallSize = 1 << 20  # 1 MiB
 kSmallBuffer = 2 << 20  # 2 MiB
 kLargeBuffer = 20 << 20  # 20 MiB
@@ -99,13 +101,6 @@ class PoolState:
 
     segments: tuple[SegmentInfo, ...]
     next_address: int
-
-
-def round_size(nbytes: int) -> int:
-    """Round a request up like the allocator does (0 bytes still takes a block)."""
-    if nbytes < kMinBlockSize:
-        return kMinBlockSize
-    return kMinBlockSize * ((nbytes + kMinBlockSize - 1) // kMinBlockSize)
 
 
 def segment_size_for(size: int) -> int:

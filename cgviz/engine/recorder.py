@@ -1,59 +1,23 @@
 """Turns the tree's decisions into Trace steps and snapshots, at the level asked for.
 
 Level None records nothing (the replay path pays one attribute test); "events" records
-steps; "full" adds a Snapshot after each step. Repeated work is stored once: when the
-newest k steps (k <= MAX_SPAN) repeat the k before them, they fold into that block's
-repeat count, so a replay loop of any length stays a few steps long.
+steps; "full" adds a Snapshot after each step. Repeated work is stored once (trace/fold.py),
+so a replay loop of any length stays a few steps long; pool blocks are named after their
+owners by trace/ownership.py.
 """
 
 from __future__ import annotations
 
-import bisect
 import time
 from typing import TYPE_CHECKING, Callable, Optional
 
-from cgviz.engine.pool_model import round_size
-from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
+from cgviz.trace.fold import fold_repeats, step_key
+from cgviz.trace.model import NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
+from cgviz.trace.ownership import owned_segments
 
 if TYPE_CHECKING:
     from cgviz.engine.node import Node
     from cgviz.engine.tree import Tree
-
-
-MAX_SPAN = 8
-
-
-def step_key(step: Step) -> tuple:
-    """What makes two steps the same decision, generation numbers aside."""
-    reason = None if step.kind == "generation" else step.reason
-    return (step.kind, step.function, step.node, step.parent, tuple(map(tuple, step.invalidated)), reason)
-
-
-def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:
-    """Fold the newest k steps into the identical block just before them, if there is one.
-
-    `keys` holds `step_key` of each step. Returns the block's last step when folded.
-    """
-    n = len(steps)
-    last = keys[-1] if keys else None
-    for k in range(1, min(MAX_SPAN, n // 2) + 1):
-        if keys[n - 1 - k] != last or keys[n - k :] != keys[n - 2 * k : n - k]:
-            continue
-        new, old = steps[n - k :], steps[n - 2 * k : n - k]
-        end = old[-1]
-        if any(s.repeat != 1 for s in new) or any(s.repeat != 1 or s.span != 1 for s in old[:-1]):
-            continue
-        if end.repeat != 1 and end.span != k:
-            continue
-        for kept, again in zip(old, new):
-            kept.duration += again.duration
-            if again.snapshot is not None:
-                kept.snapshot = again.snapshot
-        end.repeat += 1
-        end.span = k
-        del steps[n - k :], keys[n - k :]
-        return end
-    return None
 
 
 class Recorder:
@@ -146,57 +110,6 @@ class Recorder:
         on_path = set(path)
         buffers = {address: (n.id, i) for n in self.tree.nodes if n.id in on_path for i, address in n.input_buffers.items()}
         return owned_segments(self.tree.backend.segments(), nodes, buffers)
-
-
-def owned_segments(raw_segments: list, nodes: list[NodeView], buffers: dict) -> list[Segment]:
-    """Pool segments, each block mapped to what lives in it, by address.
-
-    During replays the allocator's view is stale (replays bypass it): memory it calls
-    free may hold live outputs. Such a free block is shown split, each live output's
-    bytes as an allocated piece owned by that output, so the picture shows what is in
-    use. `buffers` (address -> (node, input)) claim the allocated blocks at their address.
-    """
-    live = sorted(
-        (out.address, max(out.nbytes, 1), view.id, out.index)
-        for view in nodes
-        for out in view.outputs
-        if out.alias_of is None and out.state == "live" and out.address is not None
-    )
-    segments = []
-    for raw in raw_segments:
-        blocks: list[Block] = []
-        for b in raw.blocks:
-            lo = bisect.bisect_left(live, (b.address,))
-            hi = bisect.bisect_left(live, (b.address + b.size,))
-            inside = live[lo:hi]
-            if b.allocated or not inside:
-                blocks.append(_claimed(b, inside, buffers))
-                continue
-            cursor = b.address
-            for address, nbytes, node, out in inside:
-                end = min(b.address + b.size, address + round_size(nbytes))
-                if address < cursor:
-                    continue
-                if address > cursor:
-                    blocks.append(Block(cursor, address - cursor, False))
-                blocks.append(Block(address, end - address, True, nbytes, f"node {node} output {out}", node, out))
-                cursor = end
-            if cursor < b.address + b.size:
-                blocks.append(Block(cursor, b.address + b.size - cursor, False))
-        segments.append(Segment(raw.address, raw.size, raw.kind, blocks))
-    return segments
-
-
-def _claimed(b, inside: list, buffers: dict) -> Block:
-    """An allocator block as it is, named after the live output or input buffer in it."""
-    if inside:
-        _, _, node, out = inside[0]
-        return Block(b.address, b.size, b.allocated, b.requested, f"node {node} output {out}", node, out)
-    if b.allocated and b.address in buffers:
-        node, i = buffers[b.address]
-        return Block(b.address, b.size, True, b.requested, f"node {node} input {i} buffer", node, None)
-    owner = "unowned (intermediate or stale)" if b.allocated else None
-    return Block(b.address, b.size, b.allocated, b.requested, owner)
 
 
 def _node_view(n: "Node") -> NodeView:

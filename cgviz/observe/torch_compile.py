@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from cgviz.engine.recorder import fold_repeats
+from cgviz.trace.fold import fold_repeats
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 
@@ -312,7 +312,7 @@ class TorchObserver:
         if pool is None or device is None:
             return []
         from cgviz.engine.cuda import pool_segments
-        from cgviz.engine.recorder import owned_segments
+        from cgviz.trace.ownership import owned_segments
 
         return owned_segments(pool_segments(device, pool), views, {})
 
