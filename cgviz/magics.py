@@ -53,7 +53,7 @@ KIND_WORDS = (
     ("checkpoint_restore", "checkpoint restores"),
 )
 TORCH_UNAVAILABLE = "--torch needs cgviz.observe_torch (not available in this version)"
-SUBCOMMANDS = ("status", "explore", "reset", "save")
+SUBCOMMANDS = ("status", "explore", "reset", "save", "doctor")
 
 
 def split_arguments(line: str) -> list[str]:
@@ -226,7 +226,8 @@ def summarize(activity: TreeActivity) -> list[str]:
         lines.append("  trace=None: this tree records no steps")
         return lines
     counts = activity.counts()
-    lines.append("  " + " · ".join(f"{word} {counts[kind]}" for kind, word in KIND_WORDS))
+    shown = [f"{word} {counts[kind]}" for kind, word in KIND_WORDS if counts[kind]]
+    lines.append("  " + (" · ".join(shown) or "no decisions"))
     for kind, title in (("eager", "eager fallbacks"), ("error", "errors")):
         reasons = activity.reasons(kind)
         if reasons:
@@ -247,7 +248,31 @@ def summarize(activity: TreeActivity) -> list[str]:
             f"  now: generation {tree.generation} · state {tree.state} · path {path} · "
             f"{_plural(len(tree.nodes), 'node')}"
         )
-    return lines
+    if activity.new_trace is not None and activity.new:
+        lines.append(_findings_line(activity.new_trace))
+    return [wrapped for line in lines for wrapped in _wrap(line)]
+
+
+def _findings_line(trace: Any) -> str:
+    """One line: how many findings of each severity, and the most severe one's title."""
+    from cgviz.trace.diagnose import diagnose
+
+    findings = [f for f in diagnose(trace) if f.severity != "info"]
+    if not findings:
+        return "  findings: none (%cgviz doctor shows the details)"
+    counts = Counter(f.severity for f in findings)
+    tally = ", ".join(_plural(n, severity) for severity, n in counts.items())
+    return f"  findings: {tally}; first: {findings[0].title} (%cgviz doctor for all)"
+
+
+def _wrap(line: str, width: int = 80) -> list[str]:
+    """A summary line wrapped to `width` columns, continuation lines indented under it."""
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 # -- the magics ---------------------------------------------------------------------------------
@@ -424,6 +449,7 @@ class CudaGraphMagics(Magics):
         "explore [NAME]     an Explorer widget on the tree, following it live\n"
         "reset [NAME]       forget the tree's nodes and graphs (tree.reset())\n"
         "save PATH [NAME]   save the tree's trace as JSON\n"
+        "doctor [NAME]      what went wrong in the tree's run, where (steps) and the fix\n"
         "NAME: a tree's name or a variable holding a tree; without it, the default tree."
     ))
     @magic_arguments.argument(
@@ -432,7 +458,7 @@ class CudaGraphMagics(Magics):
     @magic_arguments.argument("args", nargs="*", help="PATH and/or NAME, as the command takes them")
     @line_magic
     def cgviz(self, line: str) -> None:
-        """Inspect, explore, reset or save a cgviz tree."""
+        """Inspect, explore, reset, save or diagnose a cgviz tree."""
         parser = self.cgviz.parser
         try:
             args = parser.parse_args(split_arguments(line))
@@ -461,6 +487,8 @@ class CudaGraphMagics(Magics):
             print(f"reset {label}: {_plural(forgotten, 'node')} and their graphs forgotten; the trace is kept")
         elif command == "save":
             self._save(tree.trace, label, path)
+        elif command == "doctor":
+            print(cgviz.diagnose(tree).text())
 
     # -- helpers ----------------------------------------------------------------------------
     def _usage_error(self, parser: Any, exc: BaseException) -> None:

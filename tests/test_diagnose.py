@@ -150,7 +150,8 @@ def test_cli_doctor_text_and_json(capsys):
     path = str(TORCH_DIR / "torch_overwritten.cgtrace.json")
     assert main(["doctor", path]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("error: no call of this run was replayed")
+    assert text.startswith("info: no call of this run was replayed from a CUDA graph: 2 calls, 1 recorded")
+    assert "error: an output was used after a later run overwrote it: step 1 began generation 2" in text
     assert main(["doctor", path, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [f["kind"] for f in data["findings"]][:2] == ["graphed", "overwritten"]

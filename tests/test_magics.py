@@ -97,12 +97,29 @@ def cudagraph(sh, line: str, cell: str = CELL) -> Run:
     return Run(sh, f"%%cudagraph {line}\n{cell}")
 
 
-def counts_line(text: str, label: str) -> dict[str, int]:
-    """The counts the summary prints for the tree called `label`."""
+COUNT_WORDS = (
+    "warmups", "recordings", "replays", "eager fallbacks", "generations", "path ends", "errors", "checkpoint restores",
+)
+
+
+def printed_counts(text: str, label: str) -> dict[str, int]:
+    """The counts the summary prints for the tree called `label` (it prints only those above 0)."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(label))
     words = lines[start + 1].strip().split(" · ")
     return {w.rsplit(" ", 1)[0]: int(w.rsplit(" ", 1)[1]) for w in words}
+
+
+def counts_line(text: str, label: str) -> dict[str, int]:
+    """Every count for the tree called `label`: those printed, 0 for the others."""
+    printed = printed_counts(text, label)
+    assert all(printed.values()), f"a zero count was printed: {printed}"
+    return {word: printed.get(word, 0) for word in COUNT_WORDS}
+
+
+def flat(text: str) -> str:
+    """`text` with line breaks and indents made single spaces (the summary wraps at 80 columns)."""
+    return " ".join(text.split())
 
 
 def kinds_of(trace) -> list[str]:
@@ -159,6 +176,24 @@ def test_summary_counts_match_what_the_tree_did(sim):
     assert kinds_of(last.activities[0].new_trace) == kinds_of(tree.trace)
 
 
+def test_summary_fits_80_columns_and_ends_with_the_findings(sim):
+    assert sim.run_cell("scaled = tree.wrap(lambda x, n: x * n, name='scaled')").success
+    run = cudagraph(sim, "-n 4", "out = scaled(torch.ones(3), 2)")
+    lines = run.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert printed_counts(run.stdout, "tree `tree` on sim") == {"eager fallbacks": 4}  # only those above 0
+    findings = next(i for i, line in enumerate(lines) if line.strip().startswith("findings:"))
+    text = " ".join(line.strip() for line in lines[findings:findings + 2])
+    assert "1 error" in text and "no call of this run was replayed" in text and "%cgviz doctor" in text
+
+
+def test_cgviz_doctor_prints_the_diagnosis(sim):
+    cudagraph(sim, "-n 3")
+    run = Run(sim, "%cgviz doctor tree")
+    assert run.stdout.startswith("info: ") and "replayed a CUDA graph" in run.stdout
+    assert "Traceback" not in run.text
+
+
 def test_rerunning_the_cell_continues_the_trace(sim):
     tree = sim.user_ns["tree"]
     cudagraph(sim, "-n 3")
@@ -203,7 +238,7 @@ def test_eager_fallbacks_list_their_distinct_reasons(sim):
     reasons = {s.reason for s in sim.user_ns["tree"].trace.steps if s.kind == "eager"}
     assert len(reasons) == 2
     for reason in reasons:
-        assert f"3× {reason}" in run.stdout
+        assert f"3× {flat(reason)}" in flat(run.stdout)
     assert "eager fallbacks:" in run.stdout
 
 
@@ -314,7 +349,7 @@ def test_save_with_several_trees_asks_for_tree(sim, tmp_path):
 def test_save_to_a_missing_directory_is_a_one_line_error(sim, tmp_path):
     run = cudagraph(sim, f"--no-widget --save {tmp_path}/missing/run.json")
     assert "could not save" in run.stderr and "Traceback" not in run.text
-    assert "recordings 0" in run.stdout  # the cell ran, the summary is there
+    assert "warmups 1" in run.stdout  # the cell ran, the summary is there
 
 
 @pytest.mark.parametrize("quote", ['"', "'"])
