@@ -54,7 +54,9 @@ def test_recorded_training_trace_has_the_backward_under_the_forward():
 
 def test_recorded_traces_cover_the_cases():
     assert torch_trace_names() == [
-        "torch_cpu_input", "torch_dynamic_shapes", "torch_inference", "torch_overwritten", "torch_training",
+        "torch_cpu_input", "torch_data_dependent_shape", "torch_dynamic_shapes", "torch_graph_break",
+        "torch_inference", "torch_many_shapes", "torch_mutated_input", "torch_overwritten", "torch_pending_backward",
+        "torch_training", "torch_training_overwritten",
     ]
     assert torch_trace("torch_overwritten").steps[-1].kind == "error"
     assert any(s.kind == "eager" and "skipping cudagraphs" in s.reason.lower() for s in torch_trace("torch_cpu_input").steps)

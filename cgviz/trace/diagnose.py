@@ -265,7 +265,14 @@ def _overwritten(steps: list[Step]) -> list[Finding]:
 
 
 def _pending_backward(steps: list[Step]) -> list[Finding]:
-    hits = [s for s in steps if "pending backward" in s.reason]
+    """Decisions made while a forward waited for its backward: said so in cgviz's reasons, and
+    seen in torch's trees as a forward recorded as a child of a forward."""
+    recorded = {s.node: s.function or "" for s in steps if s.kind == "record"}
+    hits = [
+        s for s in steps
+        if "pending backward" in s.reason
+        or (s.kind == "record" and "(forward)" in (s.function or "") and "(forward)" in recorded.get(s.parent, ""))
+    ]
     if not hits:
         return []
     return [Finding(
@@ -285,7 +292,7 @@ def _shapes(trace: Trace) -> list[Finding]:
         return []
     graphs: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for node in snap.nodes:
-        if node.kind == "graph" and node.signature:
+        if node.kind == "graph" and node.signature.startswith("("):  # cgviz's "(float32[2, 8], ...)"
             graphs[node.function][node.signature].append(node)
     out = []
     for function, by_signature in sorted(graphs.items()):
@@ -302,6 +309,34 @@ def _shapes(trace: Trace) -> list[Finding]:
                                    "graphs": sum(len(v) for v in by_signature.values()),
                                    "output_bytes": memory, "first_node": first},
             "pad or bucket inputs to a few shapes if the number keeps growing",
+        ))
+    return out + _recompiles(trace)
+
+
+_COMPILE_ID = re.compile(r"\(compile id (\d+)/(\d+)\)")
+
+
+def _recompiles(trace: Trace) -> list[Finding]:
+    """Observed torch.compile runs: one function compiled again (compile ids F/0, F/1, ...), each
+    compilation recorded as graphs of its own; a different frame F is another graph (a break)."""
+    groups: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for step in trace.steps:
+        m = _COMPILE_ID.search(step.reason) if step.kind == "record" and step.function else None
+        if m:
+            groups[step.function, m.group(1)][m.group(2)].append(step.index)
+    out = []
+    for (function, frame), by_recompile in sorted(groups.items()):
+        if len(by_recompile) < 2:
+            continue
+        evidence = sorted(i for steps in by_recompile.values() for i in steps)
+        out.append(Finding(
+            "warning", "shapes",
+            f"{function} was compiled {len(by_recompile)} times (compile ids {frame}/0 to "
+            f"{frame}/{max(map(int, by_recompile))}), each recorded as a graph of its own",
+            evidence[:20], {"function": function, "frame": int(frame), "compilations": len(by_recompile),
+                            "records": len(evidence)},
+            "mark the dimension that varies dynamic (torch._dynamo.mark_dynamic, or torch.compile(dynamic=True)), "
+            "or pad or bucket inputs to a few shapes",
         ))
     return out
 
