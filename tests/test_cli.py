@@ -115,3 +115,58 @@ def test_demo_on_cuda_without_cuda_exits_1_with_a_clear_message(capsys):
     assert main(["demo", "--backend", "cuda", "--scenario", "chain"]) == 1
     err = capsys.readouterr().err
     assert "CUDA is not available" in err and "sim" in err
+
+
+# -- the progress bar ----------------------------------------------------------------------------
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.text, self.tty = "", tty
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_progress_bar_waits_a_second_then_rewrites_one_line_on_a_terminal():
+    from cgviz.cli import ProgressBar
+
+    now = [0.0]
+    out = _Stream(tty=True)
+    bar = ProgressBar(out, clock=lambda: now[0])
+    bar(10, 10_000, "steps")
+    assert out.text == ""  # under a second: nothing
+    now[0] = 1.5
+    bar(4000, 10_000, "steps")
+    now[0] = 1.55
+    bar(4001, 10_000, "steps")  # within 0.1 s of the last update: skipped
+    now[0] = 2.0
+    bar(10_000, 10_000, "steps")
+    bar(1001, 1001, "trees")  # the end of a phase is always shown
+    bar.close()
+    assert out.text == ("\rbuilding page: 4,000/10,000 steps (40%)\rbuilding page: 10,000/10,000 steps (100%)"
+                        "\rdrawing trees: 1,001/1,001 trees (100%)  \n")
+
+
+def test_progress_bar_writes_lines_to_a_log_and_nothing_for_quick_work():
+    from cgviz.cli import ProgressBar
+
+    now = [0.0]
+    log = _Stream(tty=False)
+    bar = ProgressBar(log, clock=lambda: now[0])
+    bar(5, 5, "steps")
+    bar.close()
+    assert log.text == ""
+    now[0] = 2.0
+    bar(1, 5, "steps")  # a log hears nothing for 5 s
+    now[0] = 6.0
+    bar(1, 5, "steps")
+    now[0] = 7.0
+    bar(2, 5, "steps")  # then a line at most every 5 s
+    bar(5, 5, "steps")
+    bar.close()
+    assert log.text == "building page: 1/5 steps (20%)\nbuilding page: 5/5 steps (100%)\n"

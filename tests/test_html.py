@@ -497,3 +497,36 @@ def test_render_benchmark_smoke(tmp_path):
     assert result["step_change"]["tree_builtin_ms"] > 0 and result["step_change"]["pool_ms"] > 0
     assert result["to_html"]["bytes"] > 0 and result["to_html"]["trees_stored"] <= result["to_html"]["trees_drawn"]
     assert "tree_builtin" in result["vs_goal"]
+
+
+# -- progress ------------------------------------------------------------------------------------
+def test_to_html_reports_progress_per_step_then_per_tree(scenario_traces, pages):
+    trace = scenario_traces["branching"]
+    heard = []
+    page = to_html(trace, renderer="builtin", progress=lambda done, total, what: heard.append((done, total, what)))
+    n = len(trace.steps)
+    steps = [h for h in heard if h[2] == "steps"]
+    trees = [h for h in heard if h[2] == "trees"]
+    assert [h[0] for h in steps] == list(range(1, n + 1)) and {h[1] for h in steps} == {n}
+    assert trees and trees[-1][0] == trees[-1][1] and heard.index(trees[0]) > heard.index(steps[-1])
+    assert page == to_html(trace, renderer="builtin")  # the page does not depend on being watched
+
+
+def test_cli_render_shows_progress_only_for_slow_work(scenario_traces, tmp_path, capsys, monkeypatch):
+    import cgviz.cli as cli
+
+    src = tmp_path / "run.cgtrace.json"
+    scenario_traces["chain"].save(src)
+    assert main(["render", str(src), "-o", str(tmp_path / "quick.html")]) == 0
+    assert capsys.readouterr().err == ""  # done within a second: nothing shown
+    monkeypatch.setattr(cli.ProgressBar, "__init__", _no_delay(cli.ProgressBar.__init__))
+    assert main(["render", str(src), "-o", str(tmp_path / "slow.html"), "--renderer", "builtin"]) == 0
+    err = capsys.readouterr().err
+    n = len(scenario_traces["chain"].steps)
+    assert f"building page: {n}/{n} steps (100%)" in err and "drawing trees:" in err
+
+
+def _no_delay(init):
+    def wrapped(self, *a, **k):
+        init(self, *a, **{**k, "delay": 0.0, "log_every": 0.0})
+    return wrapped

@@ -25,11 +25,13 @@ from cgviz.views.page_data import KIND_COLORS, page_data
 
 if TYPE_CHECKING:
     from cgviz.trace.model import Trace
+    from cgviz.views.page_data import Progress
 
 __all__ = ["to_html", "KIND_COLORS", "asset"]
 
 
-def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, renderer: str = "auto") -> str:
+def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, renderer: str = "auto",
+            progress: Optional["Progress"] = None) -> str:
     """The trace as one self-contained HTML page; also written to `path` when given.
 
     `renderer` draws the trees: "graphviz", "builtin", or "auto" (Graphviz when `dot` is
@@ -37,13 +39,14 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
     seconds, else the built-in layout). The file is written atomically: a temporary file
     beside `path`, renamed over it (see `write_atomic` for what is refused). Lone surrogates
     in the trace's text or the title are shown as their escape text (`safe_text`), since UTF-8
-    cannot encode them.
+    cannot encode them. `progress(done, total, what)` hears how far building the page is
+    (`page_data`; ``what``: "steps", then "trees"), for a progress bar.
     """
     if renderer not in ("auto", "graphviz", "builtin"):
         raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
     if path is not None:
         check_save_target(path, "HTML")  # before building the page, which can take a while
-    data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer)
+    data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer, progress=progress)
     page = render_page(data)
     if path is not None:
         write_atomic(path, lambda fh: fh.write(page), "HTML")

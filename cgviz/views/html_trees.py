@@ -182,15 +182,20 @@ class TreeStates:
         return i
 
     # -- the page's data ------------------------------------------------------------------------
-    def data(self) -> dict:
+    def data(self, progress: Optional[Callable[[int, int], None]] = None) -> dict:
         """The page's tree data: ``structs`` (per structure ``[tree, first]``: its drawing's
         index among the page's trees and the step whose state it is drawn in), ``looks`` (per
         look ``[class, fill, markup, replay text's index, replay text]``), ``delta`` (per step
         ``[node, look, replays, ...]``: the nodes that changed since the step before; look -1:
-        the node is gone) and ``keys`` (every `KEYFRAME`th step: its whole state, the same way)."""
+        the node is gone) and ``keys`` (every `KEYFRAME`th step: its whole state, the same way).
+        `progress(done, total)` hears of each structure drawn."""
         structs = sorted(self._structures.values(), key=lambda s: s.index)
-        drawn = [[self._svg_index(draw_structure(s, self._steps[s.first], self.looks, self._sizes, self._markup)),
-                  s.first] for s in structs]
+        drawn = []
+        for k, s in enumerate(structs):
+            drawn.append([self._svg_index(draw_structure(s, self._steps[s.first], self.looks, self._sizes,
+                                                         self._markup)), s.first])
+            if progress is not None:
+                progress(k + 1, len(structs))
         delta: list[list[int]] = []
         keys: dict[str, list[int]] = {}
         before: Optional[_Frame] = None

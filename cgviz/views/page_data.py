@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.trace.diff import format_bytes
 from cgviz.views.colors import STEP_COLORS
 from cgviz.views.page_store import (
-    SvgKind, SvgStore, linear, namespace_ids, output_row, pool_key, pool_markup, runs, strip_prolog,
+    MARKED_TITLE, SvgKind, SvgStore, linear, namespace_ids, output_row, pool_key, pool_markup, runs, strip_prolog,
 )
 
 if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, Snapshot, Step, Trace
 
-__all__ = ["page_data", "PageData", "KIND_COLORS"]
+__all__ = ["page_data", "PageData", "KIND_COLORS", "Progress"]
+
+#: A progress callback: ``progress(done, total, what)``, e.g. ``(4000, 10000, "steps")``; called
+#: as the payload is built (per step, then per tree drawn: ``"trees"``), last with done == total.
+Progress = Callable[[int, int, str], None]
 
 #: The colour of each step kind (the timeline's), for the step list and the headline.
 KIND_COLORS: dict[str, str] = dict(STEP_COLORS)
@@ -44,14 +48,14 @@ _LISTS = ("lines", "trees", "pools", "nodes", "snaps", "banners")
 
 
 def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: Optional[str] = None,
-              renderer: str = "auto") -> dict:
+              renderer: str = "auto", progress: Optional[Progress] = None) -> dict:
     """The payload for `trace`: the head, and the pictures of `steps` (indices; default all).
 
     ``steps`` then has one entry per step of the trace: ``[tree, pool, snap, node, banner]``
     (indices into ``trees``, ``pools``, ``snaps``, ``banners``; -1: none), or None for a
-    step whose pictures were left out."""
+    step whose pictures were left out. `progress` (`Progress`) hears how far the pictures are."""
     data = PageData(trace, title=title, renderer=renderer)
-    return {**data.head(), **data.piece(steps, whole=steps is None)}
+    return {**data.head(), **data.piece(steps, whole=steps is None, progress=progress)}
 
 
 class PageData:
@@ -80,6 +84,7 @@ class PageData:
         self._by_key: dict[tuple, int] = {}
         self._records: dict[int, list] = {}
         self._functions: dict[int, str] = {}
+        self._marked: dict[int, tuple[str, str]] = {}  # id(pool drawing) -> (drawing, its markup)
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self.renderer = self._choose(renderer)
 
@@ -106,12 +111,14 @@ class PageData:
         del self._last_snap[start:]
 
     # -- pictures ---------------------------------------------------------------------------------
-    def piece(self, steps: Optional[Iterable[int]] = None, *, whole: bool = False) -> dict:
+    def piece(self, steps: Optional[Iterable[int]] = None, *, whole: bool = False,
+              progress: Optional[Progress] = None) -> dict:
         """The step records of `steps` (default all) and what they need that was not sent yet.
 
         `whole` (every step, in order) draws a built-in tree once per structure and sends each
         step's node states (`html_trees.TreeStates`, as ``tree``): the smallest export, but not
-        one that can be sent a window at a time."""
+        one that can be sent a window at a time. `progress` hears of each step done, then of
+        each tree drawn."""
         n = len(self.trace.steps)
         wanted = range(n) if steps is None else sorted({i for i in steps if 0 <= i < n})
         states = None
@@ -120,15 +127,24 @@ class PageData:
 
             states = TreeStates(lambda svg: self.trees.add(strip_prolog(svg)))
         out: dict[str, Any] = {}
+        total = len(wanted)
         if whole:
-            out["steps"] = [self._record(i, states) for i in wanted]
+            out["steps"] = recs = []
+            for k, i in enumerate(wanted):
+                recs.append(self._record(i, states))
+                if progress is not None:
+                    progress(k + 1, total, "steps")
         else:
-            recs: list[Optional[list]] = [None] * n if steps is not None else []
-            for i in wanted:
+            recs = [None] * n if steps is not None else []
+            for k, i in enumerate(wanted):
                 recs[i] = self._record(i, None)
+                if progress is not None:
+                    progress(k + 1, total, "steps")
             out["steps"] = recs
+        if progress is not None and not total:
+            progress(0, 0, "steps")
         if states is not None:
-            out["tree"] = states.data()
+            out["tree"] = states.data(None if progress is None else lambda done, all_: progress(done, all_, "trees"))
         out.update(self._new_items())
         return out
 
@@ -151,7 +167,6 @@ class PageData:
         rec = self._records.get(i)
         if rec is not None and states is None:
             return rec
-        from cgviz.views.pool import pool_svg
         from cgviz.views.tree import tree_svg
 
         step = self.trace.steps[i]
@@ -164,11 +179,23 @@ class PageData:
                 tree = self._cached(("tree", self._tree_key(step)), step,
                                     lambda: self.trees.add(strip_prolog(tree_svg(snap, step, renderer=self.renderer))))
             pool = self._cached(("pool", id(snap)), snap,
-                                lambda: self._cached_key(("pool", pool_key(snap)),
-                                                         lambda: self.pools.add(pool_markup(snap, pool_svg(snap)))))
+                                lambda: self._cached_key(("pool", pool_key(snap)), lambda: self._pool(snap)))
             sidx = self._snap_index(snap)
         rec = self._records[i] = [tree, pool, sidx, step.node, self._banner(i)]
         return rec
+
+    def _pool(self, snap: "Snapshot") -> int:
+        """Store the pool of `snap`; the markup (ids namespaced, blocks marked with their node)
+        is made once per drawing, and the title's totals written into it."""
+        from cgviz.views.pool import pool_drawing, with_title
+
+        drawing = pool_drawing(snap)
+        got = self._marked.get(id(drawing))
+        if got is None:
+            if len(self._marked) >= 8:  # the drawings of a few steps back: consecutive steps share one
+                self._marked.pop(next(iter(self._marked)))
+            got = self._marked[id(drawing)] = (drawing, pool_markup(snap, drawing))
+        return self.pools.add(with_title(got[1], snap, MARKED_TITLE))
 
     def _cached(self, key: tuple, keep: Any, make: Any) -> int:
         i = self._by_id.get(key)

@@ -161,6 +161,9 @@ def pool_markup(snap: "Snapshot", svg: str) -> str:
     return namespace_ids(_BLOCK_RE.sub(mark, strip_prolog(svg)), "pool-")
 
 
+#: The title's text in a pool SVG after `pool_markup` (for `pool.with_title`).
+MARKED_TITLE = re.compile(r'<g id="pool-pool-title">\s*<text\b[^>]*>(?P<text>[^<]*)</text>')
+
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 
 
