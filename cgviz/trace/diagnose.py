@@ -56,7 +56,7 @@ class Finding:
     suggestion: str = ""
 
     def text(self) -> str:
-        where = f" (step {self.evidence[0]})" if self.evidence else ""
+        where = f" (step {self.evidence[0] + 1})" if self.evidence else ""  # counted from 1, as the explorer shows
         out = f"{self.severity}: {self.title}{where}"
         if self.suggestion:
             out += f"\n    fix: {self.suggestion}"
@@ -254,7 +254,7 @@ def _overwritten(steps: list[Step]) -> list[Finding]:
             (s for s in reversed(steps[: step.index]) if s.kind == "generation" and s.invalidated), None
         ) or next((s for s in reversed(steps[: step.index]) if s.kind == "generation"), None)
         evidence = [step.index] + ([began.index] if began is not None else [])
-        when = f": step {began.index} began generation {began.generation}" if began is not None else ""
+        when = f": step {began.index + 1} began generation {began.generation}" if began is not None else ""
         out.append(Finding(
             "error", "overwritten", f"an output was used after a later run overwrote it{when}",
             evidence, {"generation": None if began is None else began.generation},

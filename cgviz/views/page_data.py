@@ -16,6 +16,7 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
+from cgviz.trace.diagnose import SEVERITIES, diagnose
 from cgviz.trace.diff import format_bytes
 from cgviz.views.colors import STEP_COLORS
 from cgviz.views.page_store import (
@@ -90,9 +91,9 @@ class PageData:
 
     # -- the head ---------------------------------------------------------------------------------
     def head(self, start: int = 0) -> dict:
-        """Title, header, notices, timeline, and the step list's rows from step `start` on:
-        ``[kind, headline, reason, note, times]`` (note: where a step sits in a folded block;
-        times: how often a folded step ran, 1 if once)."""
+        """Title, header, notices, timeline, findings (`_findings`), and the step list's rows from
+        step `start` on: ``[kind, headline, reason, note, times]`` (note: where a step sits in a
+        folded block; times: how often a folded step ran, 1 if once)."""
         steps = self.trace.steps
         empty = _empty_message(self.trace)
         timeline, xs = self._timeline()
@@ -101,7 +102,7 @@ class PageData:
             "rows": self._rows(start), "empty": empty,
             "notices": self.notices + ([empty] if steps and empty else []),
             "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
-            "colors": KIND_COLORS,
+            "colors": KIND_COLORS, "findings": self._findings(),
         }
 
     def grow(self, start: int) -> None:
@@ -316,6 +317,15 @@ class PageData:
         n, calls = len(self.trace.steps), self.trace.calls
         count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} calls, repeats counted)" if calls != n else "")
         return {"meta": items, "count": count, "kinds": [[k, v] for k, v in self.trace.counts().items() if v]}
+
+    def _findings(self) -> list[dict]:
+        """`cgviz.diagnose`'s findings as plain data, errors first then warnings then infos:
+        ``{severity, title, suggestion, step, steps}`` (step: the first evidence step, or None).
+        Made once per head, which a growing tree resends: diagnosing is linear in the steps."""
+        order = {s: i for i, s in enumerate(SEVERITIES)}
+        found = sorted(diagnose(self.trace), key=lambda f: order.get(f.severity, len(order)))
+        return [{"severity": f.severity, "title": f.title, "suggestion": f.suggestion,
+                 "step": f.evidence[0] if f.evidence else None, "steps": list(f.evidence)} for f in found]
 
     def _rows(self, start: int) -> list[list]:
         steps = self.trace.steps

@@ -118,3 +118,81 @@ def test_page_narrow_window_stacks_panels(browser: Any, page_file: Path) -> None
         assert ui.state_column_problem() is None, ui.state_column_problem()
     finally:
         context.close()
+
+
+ROW_VISIBLE_JS = r"""
+(root) => {
+  // is the current step's row inside the step list's visible part? null when it is
+  const list = root.querySelector(".cg-steps"), row = list.querySelector("li.cur");
+  if (!row) return "no current row";
+  const b = list.getBoundingClientRect(), r = row.getBoundingClientRect();
+  return r.top >= b.top - 1 && r.bottom <= b.bottom + 1 ? null : "row " + row.dataset.i + " at " + r.top + ".." + r.bottom + ", list " + b.top + ".." + b.bottom;
+}
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+@pytest.mark.parametrize("at", ["third", "last"])
+def test_page_shows_the_current_steps_row_at_load(browser: Any, page_file: Path, trace: Any, width: int, at: str) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        page = context.new_page()
+        n = len(trace.steps)
+        step = 3 if at == "third" else n
+        page.goto(page_file.as_uri() + f"#step={step}")
+        page.wait_for_selector(".cgviz .cg-headline:not(:empty)", timeout=10_000)
+        page.wait_for_timeout(100)
+        assert UI(page).step_of() == (step, n)
+        assert page.locator(".cgviz").first.evaluate(ROW_VISIBLE_JS) is None
+    finally:
+        context.close()
+
+
+def findings_page(trace: Any, tmp_path: Path) -> Path:
+    path = tmp_path / "findings.html"
+    cgviz.to_html(trace, path)
+    js = explorer_js_override()
+    if js is not None:
+        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("scheme,width", [("light", 1280), ("dark", 1280), ("light", 800)])
+def test_page_findings_link_to_their_steps(browser: Any, tmp_path: Path, scheme: str, width: int) -> None:
+    from cgviz.data import gpu_trace
+
+    trace = gpu_trace("static_move")
+    found = [f for f in cgviz.diagnose(trace) if f.severity != "info"]
+    assert found and len(found[0].evidence) > 1
+    context = browser.new_context(viewport={"width": width, "height": 800}, color_scheme=scheme)
+    try:
+        page, requests, errors = open_page(context, findings_page(trace, tmp_path))
+        ui = UI(page)
+        box = ui.el(".cg-findings")
+        assert box.is_visible() and box.get_attribute("open") is not None
+        titles = [t.strip() for t in page.locator(".cgviz .cg-findings > ul .f-title").all_inner_texts()]
+        assert titles == [f.title for f in found]
+        shot(page, f"page-findings-{scheme}-{width}")
+
+        before = ui.headline()
+        page.locator(".cgviz .cg-findings > ul .f-title").first.click()
+        after = ui.wait_headline_change(before)
+        assert ui.step_of(after)[0] == found[0].evidence[0] + 1
+        assert page.locator(".cgviz").first.evaluate(ROW_VISIBLE_JS) is None
+
+        # every evidence step is a link; the one shown is marked
+        last = found[0].evidence[-1]
+        page.locator(f".cgviz .cg-findings .f-step[data-step='{last}']").first.click()
+        assert ui.step_of(ui.wait_headline_change(after))[0] == last + 1
+        assert page.locator(".cgviz .cg-findings .f-step.at").first.get_attribute("data-step") == str(last)
+
+        # infos fold away under the errors and warnings
+        infos = page.locator(".cgviz .cg-infos")
+        assert infos.count() == 1 and infos.first.get_attribute("open") is None
+        shot(page, f"page-findings-clicked-{scheme}-{width}")
+        if scheme == "dark":
+            assert ui.white_boxes() == []
+        assert ui.layout_problems() == []
+        assert requests == [] and errors == []
+    finally:
+        context.close()

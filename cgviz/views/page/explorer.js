@@ -4,7 +4,7 @@
 // scoped to the explorer's root element, so several explorers can share a document.
 
 const ICON = (body) => '<svg viewBox="0 0 16 16" width="14" height="14" fill="currentColor" aria-hidden="true">' + body + "</svg>";
-const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></div>' +
+const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></div><details class="cg-findings" hidden></details>' +
   '<div class="cg-controls">' +
   '<button class="cg-first" title="first step (Home)" aria-label="⏮ first step" disabled>' + ICON('<rect x="2" y="3" width="2.2" height="10"/><path d="M14 3v10L5 8z"/>') + "</button>" +
   '<button class="cg-prev" title="previous step (←)" aria-label="◀ previous step" disabled>' + ICON('<path d="M12 3v10L3.5 8z"/>') + "</button>" +
@@ -106,6 +106,56 @@ export function mount(root, D, host) {
     q("pos").textContent = N + " steps";
     if (!N) { q("headline").textContent = h.empty; msg(tbox, h.empty); }
     msg(q("node"), N ? "Click a node in the tree to see its outputs." : "");
+    findings(h.findings || []);
+  }
+  function findings(fs) {
+    // cgviz.diagnose's findings (page_data: errors, then warnings, then infos): each title goes to
+    // its first evidence step, each step number to that step. Errors and warnings show; infos
+    // fold away under them. What the reader opened or closed stays so when the head is resent.
+    const box = q("findings"), was = box.dataset.serious, infos = box.querySelector(".cg-infos");
+    const serious = fs.filter((f) => f.severity !== "info"), notes = fs.filter((f) => f.severity === "info");
+    const keepOpen = box.open, keepInfos = infos ? infos.open : false;
+    box.textContent = ""; box.hidden = !fs.length;
+    if (!fs.length) return;
+    const sum = el("summary", null, "Findings "), by = {};
+    fs.forEach((f) => { by[f.severity] = (by[f.severity] || 0) + 1; });
+    sum.appendChild(el("span", "sub", Object.keys(by).map((k) => by[k] + " " + k + (k === "info" || by[k] === 1 ? "" : "s")).join(" · ")));
+    box.appendChild(sum);
+    const group = (items) => { const ul = el("ul"); items.forEach((f) => ul.appendChild(finding(f))); return ul; };
+    if (serious.length) box.appendChild(group(serious));
+    if (notes.length && serious.length) {
+      const d = el("details", "cg-infos"); d.open = keepInfos;
+      d.appendChild(el("summary", null, notes.length + " info")); d.appendChild(group(notes)); box.appendChild(d);
+    } else if (notes.length) box.appendChild(group(notes));
+    box.open = was == null ? serious.length > 0 : keepOpen || serious.length > +was;
+    box.dataset.serious = serious.length;
+    markFindings();
+  }
+  function finding(f) {
+    const li = el("li", "sev-" + f.severity);
+    li.appendChild(el("span", "sev", f.severity));
+    const body = el("div"), t = el(f.step == null ? "span" : "button", "f-title", f.title);
+    if (f.step != null) { t.dataset.step = f.step; t.title = "go to step " + (f.step + 1); }
+    body.appendChild(t); li.appendChild(body);
+    if (f.steps.length) {
+      const at = el("span", "f-steps", f.steps.length === 1 ? " step " : " steps ");
+      f.steps.slice(0, 12).forEach((s, j) => {
+        if (j) at.appendChild(document.createTextNode(", "));
+        const b = el("button", "f-step", s + 1); b.dataset.step = s; b.title = "go to step " + (s + 1); at.appendChild(b);
+      });
+      if (f.steps.length > 12) at.appendChild(document.createTextNode(" … +" + (f.steps.length - 12)));
+      body.appendChild(at);
+    }
+    if (f.suggestion) body.appendChild(el("div", "fix", "fix: " + f.suggestion));
+    return li;
+  }
+  function markFindings() {
+    q("findings").querySelectorAll(".f-step").forEach((b) => b.classList.toggle("at", +b.dataset.step === cur));
+  }
+  function reveal(row) {
+    // scroll the step list (only it) so that the row shows, a third of the way down
+    const b = list.getBoundingClientRect(), r = row.getBoundingClientRect();
+    if (b.height && (r.top < b.top || r.bottom > b.bottom)) list.scrollTop += r.top - b.top - list.clientHeight / 3;
   }
   function merge(p) {
     // a piece of pictures: new items append to the lists (indices never change), `at` fills steps
@@ -329,7 +379,7 @@ export function mount(root, D, host) {
     const st = S[i], row = list.children[i], R = D.rows[i];
     if (cur >= 0 && list.children[cur]) list.children[cur].classList.remove("cur");
     cur = i; row.classList.add("cur");
-    if (row.offsetTop < list.scrollTop || row.offsetTop + row.offsetHeight > list.scrollTop + list.clientHeight) list.scrollTop = row.offsetTop - list.clientHeight / 3;
+    reveal(row); markFindings();
     q("now").className = "cg-now k-" + R[0];
     const hl = q("headline"), text = R[1] + R[3], sp = text.indexOf(" ");
     hl.textContent = "";
@@ -375,6 +425,10 @@ export function mount(root, D, host) {
   q("last").onclick = () => show(N - 1);
   slider.oninput = () => show(+slider.value);
   list.onclick = (e) => { const li = e.target.closest("li"); if (li) show(+li.dataset.i); };
+  q("findings").onclick = (e) => { const b = e.target.closest("button[data-step]"); if (b) show(+b.dataset.step); };
+  // the step list has no size until the explorer is laid out (a widget's output may come later)
+  const sized = new ResizeObserver(() => { if (list.clientHeight && list.children[cur]) { sized.disconnect(); reveal(list.children[cur]); } });
+  sized.observe(list);
   q("fit").onchange = () => placeTree();
   tbox.addEventListener("scroll", () => paintNodes());
   window.addEventListener("resize", () => { measure(); placeTree(); });
