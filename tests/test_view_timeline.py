@@ -202,3 +202,14 @@ def test_ten_thousand_steps_render_fast_with_few_artists():
     # an error in a pixel column wins over the kinds around it
     columns = dense.get_array()[0]
     assert sum(1 for c in columns if tuple(c) == pytest.approx(to_rgba(STEP_COLORS["error"]))) >= 90
+
+
+@pytest.mark.parametrize("n", [1, 7, 19, 250])
+def test_axis_counts_steps_from_one_as_the_explorer_does(n):
+    trace = synthetic_trace(n)
+    ax = by_gid(timeline_figure(trace), "timeline-axes")
+    positions = list(ax.get_xticks())
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels
+    assert [int(label) for label in labels] == [int(p) + 1 for p in positions]
+    assert all(1 <= int(label) <= n for label in labels)

@@ -201,9 +201,10 @@ def timeline_figure(
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.spines["bottom"].set_color("#9aa5b1")
-    # x ticks and the axis line only under the steps there are
-    xt = [t for t in MaxNLocator(nbins=12, integer=True, min_n_ticks=1).tick_values(0, max(n - 1, 1)) if 0 <= t < n]
-    ax.set_xticks(xt)
+    # x ticks and the axis line only under the steps there are; steps counted from 1, as the
+    # explorer's step list and headline count them
+    nice = [int(v) for v in MaxNLocator(nbins=12, integer=True, min_n_ticks=1).tick_values(1, max(n, 2)) if 1 <= v <= n]
+    ax.set_xticks([v - 1 for v in nice], [str(v) for v in nice])
     ax.spines["bottom"].set_bounds(-0.5, n - 0.5)
     ax.tick_params(axis="x", labelsize=7.5, colors=MUTED_TEXT, length=3)
     ax.set_xlabel("step", fontsize=7.5, color=MUTED_TEXT, labelpad=1)
