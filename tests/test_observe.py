@@ -124,7 +124,11 @@ def test_warmup_outputs_without_metadata_say_so_in_every_view():
 DATA = Path(cgviz.data.__file__).parent
 # an absolute path: a whole string or a word starting with "/", a directory that names the
 # recording machine, an installed package's directory, or a Windows drive
-LOOKS_ABSOLUTE = re.compile(r"""^/|(?:^|[\s"'(\[=,])/\w|/home/|/usr/|/root/|/tmp/|site-packages/|dist-packages/|\b[A-Za-z]:[\\/]""")
+MACHINE_DIRS = ("home", "usr", "root", "tmp")
+LOOKS_ABSOLUTE = re.compile(
+    r"""^/|(?:^|[\s"'(\[=,])/\w|/(?:""" + "|".join(MACHINE_DIRS)
+    + r""")/|site-packages/|dist-packages/|\b[A-Za-z]:[\\/]"""
+)
 
 
 def strings_in(value):

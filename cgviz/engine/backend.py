@@ -14,6 +14,15 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import torch
 
 
+def describe_exception(exc: BaseException) -> str:
+    """'ValueError: message', even for an exception whose __str__ itself raises."""
+    try:
+        message = str(exc)
+    except Exception as failure:
+        message = f"<message not shown: its __str__ raised {type(failure).__name__}>"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 class CaptureUnsupported(Exception):
     """A backend could not capture the function into a graph; the message says why."""
 

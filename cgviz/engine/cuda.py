@@ -24,7 +24,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine import _torch_compat as compat
-from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult, describe_exception
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.watch import RunWatcher, rebase
 
@@ -329,7 +329,7 @@ class CudaBackend:
                         graph.capture_end()
                 except RuntimeError as end_error:
                     cause = failure if failure is not None else end_error
-                    detail = watcher.capture_blocker() or f"{type(cause).__name__}: {_first_line(cause)}"
+                    detail = watcher.capture_blocker() or describe_exception(cause).splitlines()[0]
                     self._abandon_capture(detail)
                     raise CaptureUnsupported(f"capturing it failed: {detail}") from cause
             torch.cuda.current_stream(self.device).wait_stream(self.stream)
@@ -475,13 +475,6 @@ class CudaBackend:
         for info, sid in pool_infos:
             info.ref = refs[sid]
         return infos, plan
-
-
-def _first_line(exc: BaseException) -> str:
-    try:
-        return (str(exc).strip().splitlines() or [""])[0]
-    except Exception:  # an exception whose __str__ fails still names its type
-        return "(no message)"
 
 
 @contextlib.contextmanager

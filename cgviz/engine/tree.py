@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from cgviz.engine.backend import CaptureUnsupported, make_backend
+from cgviz.engine.backend import CaptureUnsupported, describe_exception, make_backend
 from cgviz.engine.function import (
     MODES,
     TreeFunction,
@@ -587,13 +587,3 @@ class Tree:
             self.pending_backward += 1
         elif fn.mode == "backward" and self.pending_backward:
             self.pending_backward -= 1
-
-
-
-def describe_exception(exc: BaseException) -> str:
-    """'ValueError: message', even for an exception whose __str__ itself raises."""
-    try:
-        message = str(exc)
-    except Exception as failure:
-        message = f"<message not shown: its __str__ raised {type(failure).__name__}>"
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

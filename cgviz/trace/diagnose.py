@@ -348,7 +348,7 @@ def _pool(trace: Trace) -> list[Finding]:
         return []
     peak_index, peak = max(snaps, key=lambda p: p[1].reserved_bytes)
     last = snaps[-1][1]
-    owners = Counter(_ownerformat_bytes(last))
+    owners = _owner_bytes(last)
     return [Finding(
         "info", "pool",
         f"the pool reserved at most {format_bytes(peak.reserved_bytes)}; at the end {format_bytes(last.allocated_bytes)} of "
@@ -366,11 +366,11 @@ def diagnose_any(source: Any) -> Diagnosis:
     return diagnose(trace)
 
 
-def _ownerformat_bytes(snap: Snapshot) -> dict[int, int]:
+def _owner_bytes(snap: Snapshot) -> Counter:
     """Bytes of allocated pool blocks owned by each node in `snap`."""
     owners: Counter = Counter()
     for seg in snap.segments:
         for b in seg.blocks:
             if b.allocated and b.node is not None:
                 owners[b.node] += b.size
-    return dict(owners)
+    return owners

@@ -3,32 +3,22 @@ and diagnosed: re-recording for many shapes, a mutated input, an op with a data-
 two forwards before their backwards, an output used after the next training step, a graph break.
 With CGVIZ_TRACE_DIR set, each trace is kept as data (cgviz/data/torch) for machines without a GPU."""
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
 import cgviz
 from cgviz.observe.torch_compile import observe_torch
+from test_observe_torch import fresh_dynamo, save  # noqa: F401  (fresh_dynamo: autouse fixture)
 
 DEV = "cuda"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def keep(trace, name):
-    out = os.environ.get("CGVIZ_TRACE_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        trace.save(Path(out) / f"torch_{name}.cgtrace.json")
-    print(f"\n== {name}\n{cgviz.diagnose(trace).text()}")
-    return cgviz.diagnose(trace)
+    """Save the trace as data (see test_observe_torch.save) and show its diagnosis."""
+    save(trace, name)
+    diagnosis = cgviz.diagnose(trace)
+    print(f"\n== {name}\n{diagnosis.text()}")
+    return diagnosis
 
 
 def mlp():
