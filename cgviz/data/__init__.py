@@ -42,3 +42,14 @@ def torch_trace(name: str):
     if not path.exists():
         raise KeyError(f"no torch.compile trace named {name!r}; there are: {', '.join(torch_trace_names())}")
     return load_trace(path)
+
+
+def gpu_figures(name: str) -> dict:
+    """Measurements made on a GPU and shipped as JSON (`launch_cost`: see cgviz.launch_cost)."""
+    import json
+
+    path = GPU_DIR / f"{name}.json"
+    if not path.exists():
+        names = sorted(p.stem for p in GPU_DIR.glob("*.json") if not p.name.endswith(".cgtrace.json"))
+        raise KeyError(f"no GPU figures named {name!r}; there are: {', '.join(names)}")
+    return json.loads(path.read_text(encoding="utf-8"))
