@@ -87,28 +87,8 @@ def page_data(page: str) -> dict:
 
 
 def line_indices(data: dict, kind: str) -> list[list[int]]:
-    """Each stored SVG's line indices: from its runs, or from the SVG before it and a diff
-    (``{"b": base, "o": [pos, count | -1 - line, ...]}``)."""
-    out: list[list[int]] = []
-    for item in data[kind]:
-        if isinstance(item, list):
-            out.append([j for a, n in zip(item[::2], item[1::2]) for j in range(a, a + n)])
-            continue
-        out.append(apply_diff(out[item["b"]], item["o"]))
-    return out
-
-
-def apply_diff(base: list[int], ops: list[int]) -> list[int]:
-    """Lines from a diff against `base`: [start, count] copies a run, -1 - line adds one line."""
-    lines, k = [], 0
-    while k < len(ops):
-        if ops[k] < 0:
-            lines.append(-1 - ops[k])
-            k += 1
-        else:
-            lines += base[ops[k] : ops[k] + ops[k + 1]]
-            k += 2
-    return lines
+    """Each stored SVG's line indices, from its runs over the shared lines."""
+    return [[j for a, n in zip(item[::2], item[1::2]) for j in range(a, a + n)] for item in data[kind]]
 
 
 def svgs(data: dict, kind: str) -> list[str]:
@@ -187,7 +167,7 @@ def test_the_page_parses_works_offline_and_names_the_meta(scenario_traces, pages
         assert 0 <= tree < len(data["trees"]) and 0 <= pool < len(data["pools"]) and 0 <= snap < len(data["snaps"])
     assert len(data["tx"]) == len(data["steps"]) and data["tx"] == sorted(data["tx"])
     assert all(0 < x < 1 for x in data["tx"])
-    for svg in svgs(data, "trees") + svgs(data, "pools"):
+    for svg in svgs(data, "trees"):
         assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
 
 
@@ -240,13 +220,40 @@ def test_node_tables_hold_every_output_of_every_node(scenario_traces, pages):
         assert [o[1] for o in outs] == [o.state for o in node.outputs]
 
 
-def test_the_pool_marks_each_block_with_its_node(scenario_traces, pages):
-    pools = "\n".join(svgs(page_data(pages["branching"]), "pools"))
-    final = scenario_traces["branching"].last_snapshot()
-    owned = [b for s in final.segments for b in s.blocks if b.allocated and b.node is not None]
-    assert owned
-    for b in owned:
-        assert f'id="pool-block-{b.address:x}" data-node="{b.node}"' in pools
+def pool_records(data: dict, i: int) -> list[dict]:
+    """The blocks the page lays out for step i, read back from the payload as pool_blocks words them."""
+    title, sub, rows, legend, widened = data["pools"][data["steps"][i][1]]
+    out = []
+    for row, s in enumerate(rows):
+        flat = data["segs"][s][1]
+        for k in range(0, len(flat), 6):
+            category, color, _text = data["pstyles"][flat[k + 2]]
+            out.append({"segment": row, "x": flat[k] / 1e4, "width": flat[k + 1] / 1e4, "category": category,
+                        "color": color, "node": None if flat[k + 3] < 0 else flat[k + 3],
+                        "tip": data["ptexts"][flat[k + 4]]})
+    return out
+
+
+def test_the_pool_laid_out_by_the_page_is_the_pool_view(scenario_traces, pages):
+    from cgviz.views.pool import pool_blocks, pool_title
+
+    trace = scenario_traces["branching"]
+    data = page_data(pages["branching"])
+    checked = 0
+    for i, step in enumerate(trace.steps):
+        if step.snapshot is None:
+            continue
+        want, got = pool_blocks(step.snapshot), pool_records(data, i)
+        assert data["pools"][data["steps"][i][1]][0] == pool_title(step.snapshot)
+        assert len(got) == len(want)
+        for w, g in zip(want, got):
+            assert g["segment"] == w["segment"] and g["category"] == w["category"] and g["color"] == w["color"]
+            assert abs(g["x"] - w["x"]) < 1e-4 and abs(g["width"] - w["width"]) < 1e-4
+            assert g["node"] == w["node"] and f"{w['address']:#x}" in g["tip"] and w["label"] in g["tip"]
+        checked += 1
+    assert checked == sum(s.snapshot is not None for s in trace.steps) > 5
+    owned = [b for s in trace.last_snapshot().segments for b in s.blocks if b.allocated and b.node is not None]
+    assert owned and all(any(g["node"] == b.node for g in pool_records(data, len(trace.steps) - 1)) for b in owned)
 
 
 # -- storing pictures once -----------------------------------------------------------------------
@@ -419,20 +426,22 @@ def chromium_dom(path: Path, fragment: str = "") -> str:
 
 # steps through the whole trace with ▶ and checks that the tree shown (patched in place where only
 # some node or edge groups changed) has the same groups as the stored SVG of that step, and that
-# the pool shown (updated in place) is the stored one
+# the pool shown (its rows reused from step to step) has the stored pool's title and blocks
 STEP_CHECK = r"""<script>
 window.addEventListener("load", function () {
   var D = JSON.parse(document.getElementById("cgviz-data").textContent), box = document.querySelector(".cg-tree-box");
   var ref = document.createElement("div"), bad = [], badPools = [], seen = [];
   function svgOf(t, kind) { var r = D[kind || "trees"][t], o = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(D.lines[j]); return o.join("\n"); }
-  function poolIdx(t) {  // a pool kept whole (runs) or as a diff against the one before
-    var r = D.pools[t], o = [];
-    if (Array.isArray(r)) { for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(j); return o; }
-    var base = poolIdx(r.b);
-    for (i = 0; i < r.o.length; i++) { if (r.o[i] < 0) o.push(-1 - r.o[i]); else { o = o.concat(base.slice(r.o[i], r.o[i] + r.o[i + 1])); i++; } }
-    return o;
+  function poolOf(t) {  // what the pool panel must show for pool t: its title and each block's node and tooltip
+    var r = D.pools[t], o = [r[0]];
+    r[2].forEach(function (s) { var b = D.segs[s][1]; for (var k = 0; k < b.length; k += 6) o.push((b[k + 3] < 0 ? "" : b[k + 3]) + "|" + D.ptexts[b[k + 4]]); });
+    return o.join("\n");
   }
-  function poolOf(t) { return poolIdx(t).map(function (j) { return D.lines[j]; }).join("\n"); }
+  function poolShown() {
+    var box = q("pool-box"), o = [box.querySelector(".cg-pool-title").textContent];
+    box.querySelectorAll(".cg-blk").forEach(function (b) { o.push((b.dataset.node || "") + "|" + b.title); });
+    return o.join("\n");
+  }
   function groups(root) { var m = {}; root.querySelectorAll('[id^="node-"],[id^="edge-"]').forEach(function (g) { var c = g.cloneNode(true); c.classList.remove("cg-sel"); if (!c.getAttribute("class")) c.removeAttribute("class"); m[g.id] = c.outerHTML; }); return m; }
   var q = function (c) { return document.querySelector(".cg-" + c); };
   q("first").click();
@@ -442,11 +451,8 @@ window.addEventListener("load", function () {
     ref.innerHTML = svgOf(D.steps[i][0]);
     var a = groups(box), b = groups(ref);
     if (JSON.stringify(Object.keys(a).sort()) !== JSON.stringify(Object.keys(b).sort()) || Object.keys(b).some(function (x) { return a[x] !== b[x]; })) bad.push(i);
-    // the pool shown (updated in place) is the stored one, but for the highlight of the node shown
-    var shown = q("pool-box").firstElementChild.cloneNode(true);
-    shown.querySelectorAll(".on").forEach(function (g) { g.classList.remove("on"); if (!g.getAttribute("class")) g.removeAttribute("class"); });
-    ref.innerHTML = poolOf(D.steps[i][1]);
-    if (!shown.isEqualNode(ref.firstElementChild)) badPools.push(i);
+    // the pool shown (rows reused from step to step) is the stored one
+    if (poolShown() !== poolOf(D.steps[i][1])) badPools.push(i);
   }
   document.body.setAttribute("data-check", JSON.stringify({seen: seen, bad: bad, badPools: badPools, headline: q("headline").textContent}));
 });

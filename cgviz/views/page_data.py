@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 from cgviz.trace.diagnose import SEVERITIES, diagnose
 from cgviz.trace.diff import format_bytes
 from cgviz.views.colors import STEP_COLORS
-from cgviz.views.page_store import (
-    MARKED_TITLE, SvgKind, SvgStore, linear, namespace_ids, output_row, pool_key, pool_markup, runs, strip_prolog,
-)
+from cgviz.views.page_store import SvgKind, SvgStore, linear, namespace_ids, output_row, runs, strip_prolog
+from cgviz.views.pool_data import POOL_LISTS, WIDENED_NOTE, PoolData
 
 if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, Snapshot, Step, Trace
@@ -45,7 +44,7 @@ _DOT_NODE_S = 0.0011
 TIMELINE_SIZE = (14.0, 1.9)
 
 _META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")
-_LISTS = ("lines", "trees", "pools", "nodes", "snaps", "banners")
+_LISTS = ("lines", "trees", "nodes", "snaps", "banners") + POOL_LISTS
 
 
 def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: Optional[str] = None,
@@ -73,7 +72,7 @@ class PageData:
         self.notices: list[str] = []
         self.store = SvgStore()
         self.trees = SvgKind(self.store)
-        self.pools = SvgKind(self.store, diffs=True)
+        self.pools = PoolData()
         self.node_recs: list[list] = []
         self.snap_recs: list[dict] = []
         self.banners: list[dict] = []
@@ -85,7 +84,6 @@ class PageData:
         self._by_key: dict[tuple, int] = {}
         self._records: dict[int, list] = {}
         self._functions: dict[int, str] = {}
-        self._marked: dict[int, tuple[str, str]] = {}  # id(pool drawing) -> (drawing, its markup)
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self.renderer = self._choose(renderer)
 
@@ -102,7 +100,7 @@ class PageData:
             "rows": self._rows(start), "empty": empty,
             "notices": self.notices + ([empty] if steps and empty else []),
             "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
-            "colors": KIND_COLORS, "findings": self._findings(),
+            "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
         }
 
     def grow(self, start: int) -> None:
@@ -156,8 +154,8 @@ class PageData:
         return {**self._new_items(), "at": at}
 
     def _new_items(self) -> dict:
-        lists = {"lines": self.store.lines, "trees": self.trees.items, "pools": self.pools.items,
-                 "nodes": self.node_recs, "snaps": self.snap_recs, "banners": self.banners}
+        lists = {"lines": self.store.lines, "trees": self.trees.items, "nodes": self.node_recs,
+                 "snaps": self.snap_recs, "banners": self.banners, **self.pools.lists()}
         out = {}
         for k, items in lists.items():
             out[k] = items[self._sent[k]:]
@@ -179,24 +177,10 @@ class PageData:
             if states is None:
                 tree = self._cached(("tree", self._tree_key(step)), step,
                                     lambda: self.trees.add(strip_prolog(tree_svg(snap, step, renderer=self.renderer))))
-            pool = self._cached(("pool", id(snap)), snap,
-                                lambda: self._cached_key(("pool", pool_key(snap)), lambda: self._pool(snap)))
+            pool = self._cached(("pool", id(snap)), snap, lambda: self.pools.add(snap))
             sidx = self._snap_index(snap)
         rec = self._records[i] = [tree, pool, sidx, step.node, self._banner(i)]
         return rec
-
-    def _pool(self, snap: "Snapshot") -> int:
-        """Store the pool of `snap`; the markup (ids namespaced, blocks marked with their node)
-        is made once per drawing, and the title's totals written into it."""
-        from cgviz.views.pool import pool_drawing, with_title
-
-        drawing = pool_drawing(snap)
-        got = self._marked.get(id(drawing))
-        if got is None:
-            if len(self._marked) >= 8:  # the drawings of a few steps back: consecutive steps share one
-                self._marked.pop(next(iter(self._marked)))
-            got = self._marked[id(drawing)] = (drawing, pool_markup(snap, drawing))
-        return self.pools.add(with_title(got[1], snap, MARKED_TITLE))
 
     def _cached(self, key: tuple, keep: Any, make: Any) -> int:
         i = self._by_id.get(key)

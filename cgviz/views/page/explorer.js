@@ -22,7 +22,7 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<section class="panel cg-node-panel"><h2>Node outputs</h2><div class="cg-node"></div></section>' +
   '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
   "</div>";
-const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/, TEXT_LINE = /^\s*(<text\b[^>]*>)([^<]*)<\/text>\s*$/;
+const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/;
 const WORD = {warmup: "warming up", recording: "recording", execution: "replaying"};
 
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
@@ -64,7 +64,7 @@ export function mount(root, D, host) {
   const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps");
   let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
   let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], geo = {}, must = {};
-  let poolShown = null, poolMemo = {}, poolMemoSize = 0, boxW = 0;
+  let shownLegend = -1, segEls = {}, segCount = 0, boxW = 0;
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
   const style = el("style"); root.appendChild(style);
@@ -85,7 +85,7 @@ export function mount(root, D, host) {
     style.textContent = Object.keys(h.colors).map((k) => ".cgviz .k-" + k + "{--k:" + h.colors[k] + "}").join("") +
       ".cgviz .cg-steps .sn{min-width:" + digits + "ch}.cgviz .cg-steps .why{padding-left:" + digits + "ch}";
     root.classList.toggle("no-pictures", !!h.empty);
-    N = h.n; D.tx = h.tx; D.empty = h.empty;
+    N = h.n; D.tx = h.tx; D.empty = h.empty; D.widened = h.widened;
     D.rows = (D.rows || []).slice(0, h.start).concat(h.rows);
     while (list.children.length > h.start) list.removeChild(list.lastChild);
     for (let i = h.start; i < N; i++) {
@@ -159,7 +159,7 @@ export function mount(root, D, host) {
   }
   function merge(p) {
     // a piece of pictures: new items append to the lists (indices never change), `at` fills steps
-    ["lines", "trees", "pools", "nodes", "snaps", "banners"].forEach((k) => { D[k] = (D[k] || []).concat(p[k] || []); });
+    ["lines", "trees", "nodes", "snaps", "banners", "segs", "pstyles", "ptexts", "legends", "pools"].forEach((k) => { D[k] = (D[k] || []).concat(p[k] || []); });
     for (const i in p.at || {}) { S[+i] = p.at[i]; delete asked[i]; }
   }
 
@@ -278,46 +278,52 @@ export function mount(root, D, host) {
   }
 
   // -- the pool ------------------------------------------------------------------------------------
+  // Laid out here from records (views/pool_data.py): a row per segment, kept per segment, so a
+  // step that changes one segment rebuilds one row.
   function setPool(t) {
-    const tmp = el("div"), old = pbox.firstElementChild, next = poolLines(t), svg = old && old.tagName.toLowerCase() === "svg";
-    if (!(svg && poolShown && patchTexts(old, poolShown, next))) {
-      tmp.innerHTML = next.map((j) => D.lines[j]).join("\n");
-      if (svg) morph(old, tmp.firstElementChild);
-      else { pbox.textContent = ""; pbox.appendChild(tmp.firstElementChild); }
+    const [title, sub, segs, legend, widened] = D.pools[t];
+    let box = pbox.querySelector(".cg-pool");
+    if (!box) {
+      pbox.textContent = ""; box = el("div", "cg-pool");
+      box.innerHTML = '<div class="cg-pool-title"></div><div class="cg-pool-sub"></div><div class="cg-pool-body">' +
+        '<div class="cg-pool-rows"></div><ul class="cg-pool-legend"></ul></div><p class="cg-pool-foot"></p>';
+      pbox.appendChild(box); shownLegend = -1;
     }
-    poolShown = next;
+    box.querySelector(".cg-pool-title").textContent = title;
+    box.querySelector(".cg-pool-sub").textContent = sub;
+    box.querySelector(".cg-pool-foot").textContent = widened ? D.widened : "";
+    box.classList.toggle("compact", segs.length > 24);
+    box.querySelector(".cg-pool-rows").replaceChildren(...segs.map(segRow));
+    if (legend !== shownLegend) {
+      shownLegend = legend;
+      const ul = box.querySelector(".cg-pool-legend"); ul.textContent = "";
+      D.legends[legend].forEach(([style, text, node]) => {
+        const [cat, color] = D.pstyles[style], li = el("li", "c-" + cat);
+        const sw = el("span", "sw"); if (color) sw.style.setProperty("--c", color); else sw.hidden = true;
+        li.appendChild(sw); li.appendChild(el("span", null, text));
+        if (node >= 0) li.dataset.node = node;
+        ul.appendChild(li);
+      });
+    }
   }
-  function poolLines(t) {
-    // a pool's line indices: from its runs, or from the pool before it and a diff (see SvgKind)
-    const r = D.pools[t];
-    if (Array.isArray(r)) return lineIndex(r);
-    if (poolMemo[t]) return poolMemo[t];
-    const base = poolLines(r.b), o = r.o, out = [];
-    for (let k = 0; k < o.length; k++) {
-      if (o[k] < 0) out.push(-1 - o[k]);
-      else { for (let j = o[k]; j < o[k] + o[k + 1]; j++) out.push(base[j]); k++; }
+  function segRow(s) {
+    let row = segEls[s];
+    if (row) return row;
+    if (++segCount > 3000) { segEls = {}; segCount = 1; }
+    const [label, b] = D.segs[s], bar = el("div", "cg-bar");
+    row = el("div", "cg-seg"); row.appendChild(el("div", "cg-seg-label", label)); row.appendChild(bar);
+    const px = Math.max(pbox.clientWidth - 330, 200) / 10000;  // the bar's width, roughly, per unit
+    for (let k = 0; k < b.length; k += 6) {
+      const [cat, color] = D.pstyles[b[k + 2]], blk = el("div", "cg-blk c-" + cat);
+      blk.style.left = b[k] / 100 + "%"; blk.style.width = b[k + 1] / 100 + "%";
+      blk.style.setProperty("--c", color); blk.style.setProperty("--t", D.pstyles[b[k + 2]][2]);
+      if (b[k + 3] >= 0) blk.dataset.node = b[k + 3];
+      blk.title = D.ptexts[b[k + 4]];
+      const room = b[k + 1] * px, fits = D.ptexts[b[k + 5]].split("\t").find((t) => t.indexOf("\n") < 0 && t.length * 6.2 + 6 <= room);
+      if (fits) blk.appendChild(el("span", null, fits));
+      bar.appendChild(blk);
     }
-    if (++poolMemoSize > 64) { poolMemo = {}; poolMemoSize = 0; }
-    return (poolMemo[t] = out);
-  }
-  function patchTexts(svg, a, b) {
-    // pools that differ only in a few texts (the totals in the title, in a replay loop): rewrite
-    // those texts rather than parse and compare the whole drawing
-    if (a.length !== b.length) return false;
-    const edits = [], tmp = el("div");
-    let n = 0;
-    for (let p = 0; p < b.length; p++) {
-      const line = D.lines[a[p]];
-      if (a[p] !== b[p]) {
-        const x = TEXT_LINE.exec(line), y = TEXT_LINE.exec(D.lines[b[p]]);
-        if (!x || !y || x[1] !== y[1] || edits.length > 8) return false;
-        edits.push([n, y[2]]);
-      }
-      if (line.indexOf("<text") >= 0) n += line.split(/<text\b/).length - 1;
-    }
-    const texts = svg.getElementsByTagName("text");
-    edits.forEach(([k, t]) => { tmp.innerHTML = t; texts[k].textContent = tmp.textContent; });
-    return true;
+    return (segEls[s] = row);
   }
   function poolMark(id) {
     pbox.querySelectorAll(".on").forEach((g) => g.classList.remove("on"));
@@ -406,7 +412,7 @@ export function mount(root, D, host) {
     } else if (T) { shownTree = -2; also = setTreeState(i, st); }
     else if (st[0] !== shownTree) { shownTree = st[0]; setTree(st[0]); }
     markSelected(); placeTree(also);
-    if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) setPool(st[1]); else { poolShown = null; msg(pbox, "No snapshot of the pool for this step."); } }
+    if (st[1] !== shownPool) { shownPool = st[1]; if (st[1] >= 0) setPool(st[1]); else msg(pbox, "No snapshot of the pool for this step."); }
     q("snapinfo").textContent = st[2] < 0 ? "" : snapInfo(D.snaps[st[2]], R[4]);
     poolMark(nodeTable(st));
   }
