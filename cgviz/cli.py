@@ -66,6 +66,7 @@ def _is_html(path: str) -> bool:
 
 def _demo(args: argparse.Namespace) -> int:
     from cgviz.scenarios import SCENARIOS, run_scenario
+    from cgviz.views.text import step_lines
 
     if args.scenario not in SCENARIOS:
         print(f"cgviz demo: unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}", file=sys.stderr)
@@ -89,9 +90,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.text:
         print()
         print("steps:")
-        for step in trace.steps:
-            print(f"  {step.index:>3}  {step.headline()}")
-            print(f"       why: {step.reason}")
+        print("\n".join(step_lines(trace.steps)))
         print()
         print(run.tree.explain())
     else:

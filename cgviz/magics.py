@@ -40,18 +40,10 @@ from IPython.utils.process import arg_split
 
 import cgviz
 from cgviz.engine import registry
+from cgviz.trace.fold import tail_trace
+from cgviz.views.text import KIND_WORDS, cell_summary, plural
 
 # Step kinds in the order the summary names them, with the words it uses.
-KIND_WORDS = (
-    ("warmup", "warmups"),
-    ("record", "recordings"),
-    ("execute", "replays"),
-    ("eager", "eager fallbacks"),
-    ("generation", "generations"),
-    ("path_end", "path ends"),
-    ("error", "errors"),
-    ("checkpoint_restore", "checkpoint restores"),
-)
 TORCH_UNAVAILABLE = "--torch needs cgviz.observe_torch (not available in this version)"
 SUBCOMMANDS = ("status", "explore", "reset", "save", "doctor")
 
@@ -170,111 +162,6 @@ class _CallCounter:
         return calls
 
 
-def tail_trace(trace: Any, n: int):
-    """The last `n` decisions of `trace` (what `trace.expanded()[-n:]` lists) as a Trace of
-    their own, without unrolling anything: the stored steps they span are copied with their
-    repeats, and the oldest repeated block is cut to the repetitions that are new (new
-    decisions may have folded into a block stored before them). Copies share snapshots;
-    durations are split by repetition."""
-    from cgviz.trace.model import Trace
-
-    groups: list[list] = []  # newest first
-    need = n
-    i = len(trace.steps) - 1
-    while i >= 0 and need > 0:
-        end = trace.steps[i]
-        span = min(end.span, i + 1) if end.repeat > 1 else 1
-        block = trace.steps[i - span + 1 : i + 1]
-        size = span * end.repeat
-        if size <= need:
-            group = [dataclasses.replace(step) for step in block]
-        else:  # the last `need` decisions of the block: a partial repetition, then q whole ones
-            q, rem = divmod(need, span)
-
-            def part(step: Any, times: int) -> Any:
-                return dataclasses.replace(step, repeat=1, span=1, duration=step.duration * times / end.repeat)
-
-            group = [part(step, 1) for step in block[span - rem :]] if rem else []
-            if q:
-                body = [part(step, q) for step in block]
-                if q > 1:
-                    body[-1].repeat, body[-1].span = q, span
-                group += body
-        groups.append(group)
-        need -= min(size, need)
-        i -= span
-    out = Trace(meta=dict(trace.meta))
-    for group in reversed(groups):
-        for step in group:
-            step.index = len(out.steps)
-            out.steps.append(step)
-    return out
-
-
-# -- text ---------------------------------------------------------------------------------------
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def summarize(activity: TreeActivity) -> list[str]:
-    """The plain-text lines for one tree: counts, reasons, pool, where the tree is now."""
-    from cgviz.trace.diff import format_bytes
-
-    total = activity.before + activity.new
-    lines = [f"{activity.label}: {_plural(activity.new, 'new step')} ({total} in its trace)"]
-    if activity.level is None:
-        lines.append("  trace=None: this tree records no steps")
-        return lines
-    counts = activity.counts()
-    shown = [f"{word} {counts[kind]}" for kind, word in KIND_WORDS if counts[kind]]
-    lines.append("  " + (" · ".join(shown) or "no decisions"))
-    for kind, title in (("eager", "eager fallbacks"), ("error", "errors")):
-        reasons = activity.reasons(kind)
-        if reasons:
-            lines.append(f"  {title}:")
-            lines.extend(f"    {times}× {reason}" for reason, times in reasons.items())
-    snapshot = activity.trace.last_snapshot() if activity.level == "full" else None
-    if snapshot is not None:
-        lines.append(
-            f"  pool: {format_bytes(snapshot.reserved_bytes)} reserved · "
-            f"{format_bytes(snapshot.allocated_bytes)} allocated"
-        )
-    elif activity.level != "full":
-        lines.append(f"  pool: not recorded (trace={activity.level!r}; 'full' records it)")
-    tree = activity.tree
-    if tree is not None:
-        path = " → ".join(str(n.id) for n in tree.current.path) if tree.current is not None else "none"
-        lines.append(
-            f"  now: generation {tree.generation} · state {tree.state} · path {path} · "
-            f"{_plural(len(tree.nodes), 'node')}"
-        )
-    if activity.new_trace is not None and activity.new:
-        lines.append(_findings_line(activity.new_trace))
-    return [wrapped for line in lines for wrapped in _wrap(line)]
-
-
-def _findings_line(trace: Any) -> str:
-    """One line: how many findings of each severity, and the most severe one's title."""
-    from cgviz.trace.diagnose import diagnose
-
-    findings = [f for f in diagnose(trace) if f.severity != "info"]
-    if not findings:
-        return "  findings: none (%cgviz doctor shows the details)"
-    counts = Counter(f.severity for f in findings)
-    tally = ", ".join(_plural(n, severity) for severity, n in counts.items())
-    return f"  findings: {tally}; first: {findings[0].title} (%cgviz doctor for all)"
-
-
-def _wrap(line: str, width: int = 80) -> list[str]:
-    """A summary line wrapped to `width` columns, continuation lines indented under it."""
-    import textwrap
-
-    if len(line) <= width:
-        return [line]
-    indent = " " * (len(line) - len(line.lstrip()) + 2)
-    return textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-
-
 # -- the magics ---------------------------------------------------------------------------------
 @magics_class
 class CudaGraphMagics(Magics):
@@ -385,7 +272,7 @@ class CudaGraphMagics(Magics):
             head = f"%%cudagraph: ran the cell {'once' if result.runs == 1 else f'{result.runs} times'}"
         lines = [head]
         for activity in result.activities:
-            lines.extend(summarize(activity))
+            lines.extend(cell_summary(activity))
         if not any(a.new for a in result.activities):
             lines.append(
                 "no cgviz tree took a step (run functions wrapped by a cgviz.Tree, e.g. tree.wrap(fn) "
@@ -439,7 +326,7 @@ class CudaGraphMagics(Magics):
         except (OSError, ValueError) as exc:
             print(f"cgviz: error: could not save the trace of {label}: {exc}", file=sys.stderr)
             return None
-        print(f"saved the trace of {label} ({_plural(trace.calls, 'step')}) to {path}")
+        print(f"saved the trace of {label} ({plural(trace.calls, 'step')}) to {path}")
         return path
 
     # -- %cgviz -----------------------------------------------------------------------------
@@ -484,7 +371,7 @@ class CudaGraphMagics(Magics):
         elif command == "reset":
             forgotten = len(tree.nodes)
             tree.reset()
-            print(f"reset {label}: {_plural(forgotten, 'node')} and their graphs forgotten; the trace is kept")
+            print(f"reset {label}: {plural(forgotten, 'node')} and their graphs forgotten; the trace is kept")
         elif command == "save":
             self._save(tree.trace, label, path)
         elif command == "doctor":

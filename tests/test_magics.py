@@ -608,7 +608,7 @@ def test_registry_holds_trees_weakly_and_finds_them_by_name():
 @given(st.lists(st.sampled_from("abcd"), max_size=60))
 def test_tail_trace_holds_exactly_the_last_decisions(letters):
     from cgviz.trace.fold import MAX_SPAN, fold_repeats, step_key
-    from cgviz.magics import tail_trace
+    from cgviz.trace.fold import tail_trace
 
     kind_of = {"a": "warmup", "b": "record", "c": "execute", "d": "path_end"}
     trace = Trace(meta={"trace_level": "events"})

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import cgviz
-from cgviz.trace.diff import BlockChange, OutputChange, diff_snapshots, diff_steps, format_bytes
+from cgviz.trace.diff import BlockChange, OutputChange, diff_snapshots, diff_steps
+from cgviz.views.text import format_bytes
 from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Trace
 
 MiB = 1 << 20

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from cgviz.scenarios import run_scenario
-from cgviz.trace.diff import format_bytes
+from cgviz.views.text import format_bytes
 from cgviz.trace.model import STEP_KINDS, Block, NodeView, OutputView, Segment, Snapshot, Trace
-from cgviz.views.colors import (
+from cgviz.views.style import (
     FREE_COLOR,
     INPUT_HATCH,
     NODE_PALETTE,

@@ -7,7 +7,7 @@ import pytest
 
 from cgviz.scenarios import run_scenario
 from cgviz.trace.model import STEP_KINDS, Step, Trace
-from cgviz.views.colors import STEP_COLORS
+from cgviz.views.style import STEP_COLORS
 from cgviz.views.timeline import (
     timeline_figure,
     timeline_folds,
@@ -163,7 +163,7 @@ def test_every_kind_has_its_colour_in_the_legend():
     fig = timeline_figure(Trace(steps))
     legend = fig.legends[0]
     pairs = {t.get_text(): tuple(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
-    from cgviz.views.colors import STEP_LABELS
+    from cgviz.views.style import STEP_LABELS
 
     for kind in STEP_KINDS:
         assert pairs[STEP_LABELS[kind]] == pytest.approx(to_rgba(STEP_COLORS[kind]))

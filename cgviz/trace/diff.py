@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from cgviz.trace.model import Block, NodeView, Segment, Snapshot, Trace
+from cgviz.views.text import format_bytes
 
 
 @dataclass
@@ -132,19 +133,6 @@ def diff_steps(trace: Trace, i: int, j: int) -> SnapshotDiff:
             )
         snaps.append(snap)
     return diff_snapshots(*snaps)
-
-
-def format_bytes(n: int, sign: bool = False) -> str:
-    """512 B, 1.5 KiB, 2.0 MiB; with sign, +2.0 MiB / −512 B."""
-    prefix = ("+" if n > 0 else "−" if n < 0 else "") if sign else ("-" if n < 0 else "")
-    size = abs(n)
-    if size < 1024:
-        return f"{prefix}{size} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        size /= 1024
-        if size < 1024 or unit == "TiB":
-            return f"{prefix}{size:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def _block_key(b: Optional[Block]) -> tuple:

@@ -2,13 +2,15 @@
 
 When the newest k steps (k <= MAX_SPAN) repeat the k before them, they fold into that
 block's repeat count. Engines and observers fold as they record; both use these functions.
+`tail_trace` cuts the newest decisions out of a folded trace (what a cell added).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from typing import Any, Optional
 
-from cgviz.trace.model import Step
+from cgviz.trace.model import Step, Trace
 
 MAX_SPAN = 8
 
@@ -44,3 +46,42 @@ def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:
         del steps[n - k :], keys[n - k :]
         return end
     return None
+
+
+def tail_trace(trace: Trace, n: int) -> Trace:
+    """The last `n` decisions of `trace` (what `trace.expanded()[-n:]` lists) as a Trace of
+    their own, without unrolling anything: the stored steps they span are copied with their
+    repeats, and the oldest repeated block is cut to the repetitions that are new (new
+    decisions may have folded into a block stored before them). Copies share snapshots;
+    durations are split by repetition."""
+    groups: list[list] = []  # newest first
+    need = n
+    i = len(trace.steps) - 1
+    while i >= 0 and need > 0:
+        end = trace.steps[i]
+        span = min(end.span, i + 1) if end.repeat > 1 else 1
+        block = trace.steps[i - span + 1 : i + 1]
+        size = span * end.repeat
+        if size <= need:
+            group = [dataclasses.replace(step) for step in block]
+        else:  # the last `need` decisions of the block: a partial repetition, then q whole ones
+            q, rem = divmod(need, span)
+
+            def part(step: Any, times: int) -> Any:
+                return dataclasses.replace(step, repeat=1, span=1, duration=step.duration * times / end.repeat)
+
+            group = [part(step, 1) for step in block[span - rem :]] if rem else []
+            if q:
+                body = [part(step, q) for step in block]
+                if q > 1:
+                    body[-1].repeat, body[-1].span = q, span
+                group += body
+        groups.append(group)
+        need -= min(size, need)
+        i -= span
+    out = Trace(meta=dict(trace.meta))
+    for group in reversed(groups):
+        for step in group:
+            step.index = len(out.steps)
+            out.steps.append(step)
+    return out

@@ -140,17 +140,10 @@ class Step:
     snapshot: Optional[Snapshot] = None
 
     def headline(self) -> str:
-        """A one-line description: 'record g → node 3 · generation 2'."""
-        parts = [self.kind]
-        if self.function:
-            parts.append(self.function)
-        text = " ".join(parts)
-        if self.node is not None:
-            text += f" → node {self.node}"
-        text += f" · generation {self.generation}"
-        if self.repeat > 1:
-            text += f" · ×{self.repeat}" + (f" (last {self.span} steps)" if self.span > 1 else "")
-        return text
+        """A one-line description: 'record g → node 3 · generation 2' (`views.text.headline`)."""
+        from cgviz.views.text import headline
+
+        return headline(self)
 
 
 @dataclass

@@ -17,9 +17,9 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.trace.diagnose import SEVERITIES, diagnose
-from cgviz.trace.diff import format_bytes
-from cgviz.views.colors import STEP_COLORS
-from cgviz.views.page_store import SvgKind, SvgStore, linear, namespace_ids, output_row, runs, strip_prolog
+from cgviz.views.text import REPEATS_NOTE, format_bytes, generation_banner, output_row, path_line
+from cgviz.views.style import STEP_COLORS, css_variables
+from cgviz.views.page_store import SvgKind, SvgStore, linear, namespace_ids, runs, strip_prolog
 from cgviz.views.pool_data import POOL_LISTS, WIDENED_NOTE, PoolData
 
 if TYPE_CHECKING:
@@ -101,6 +101,7 @@ class PageData:
             "notices": self.notices + ([empty] if steps and empty else []),
             "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
             "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
+            "css": css_variables(), "repeats": REPEATS_NOTE,
         }
 
     def grow(self, start: int) -> None:
@@ -221,7 +222,7 @@ class PageData:
 
             def add() -> int:
                 self.snap_recs.append({"n": nodes, "path": list(s.path), "cur": s.current_node, "state": s.state,
-                                       "gen": s.generation})
+                                       "gen": s.generation, "info": path_line(s)})
                 return len(self.snap_recs) - 1
             return self._cached_key(key, add)
         return self._cached(("snap", id(s)), s, make)
@@ -248,15 +249,7 @@ class PageData:
                             detail = f" · {o.dtype}[{shape}] · {format_bytes(o.nbytes)}"
             who = f"{function} (node {node_id})" if function else f"node {node_id}"
             items.append(f"output {out_index} of {who}{detail}")
-        n = len(items)
-        if n:
-            head = (f"Generation {step.generation} begins: {n} output{'' if n == 1 else 's'} still live from "
-                    f"the previous generation {'is' if n == 1 else 'are'} now invalid. Using "
-                    f"{'it' if n == 1 else 'one'} raises \u201caccessing tensor output of CUDAGraphs that has "
-                    f"been overwritten by a subsequent run\u201d.")
-        else:
-            head = f"Generation {step.generation} begins: nothing live was invalidated."
-        self.banners.append({"head": head, "items": items})
+        self.banners.append({"head": generation_banner(step.generation, items), "items": items})
         return len(self.banners) - 1
 
     def _scan(self) -> None:

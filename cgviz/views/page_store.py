@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cgviz.trace.diff import format_bytes
 
 
 # -- storing SVGs once ---------------------------------------------------------------------------
@@ -87,11 +86,3 @@ def strip_prolog(svg: str) -> str:
     if start > 0:
         svg = svg[start:]
     return _METADATA_RE.sub("", svg) if "<metadata>" in svg else svg
-
-
-def output_row(o) -> list:
-    address = "" if o.address is None else f"{o.address:#x}"
-    if not o.described:  # torch keeps no metadata for the outputs of its warmup runs
-        return [o.index, o.state, "not recorded", "", "", address, o.alias_of or ""]
-    shape = "[" + ", ".join(str(d) for d in o.shape) + "]"
-    return [o.index, o.state, shape, o.dtype, format_bytes(o.nbytes), address, o.alias_of or ""]

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cgviz.trace.diff import format_bytes
-from cgviz.views.colors import node_color, text_color_on
+from cgviz.views.text import format_bytes
+from cgviz.views.style import node_color, text_color_on
 from cgviz.views.pool import (
     WIDENED_NOTE, block_labels, legend_entries, pool_subtitle, pool_title_of, segment_blocks, segment_label,
 )

@@ -25,7 +25,8 @@ import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from cgviz.trace.diff import format_bytes
+from cgviz.views.text import format_bytes
+from cgviz.views.style import TREE_STYLE
 
 if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, OutputView, Snapshot, Step
@@ -41,44 +42,8 @@ __all__ = [
     "GRAPHVIZ_MISSING_NOTICE",
 ]
 
-#: Colours and widths shared by the DOT and the built-in renderer.
-STYLE: dict[str, object] = {
-    "font": "Helvetica,Arial,sans-serif",
-    "background": "#ffffff",
-    "text": "#1f2933",
-    "muted": "#52606d",
-    # fills: what the node is
-    "warmup_fill": "#ffe3a3",
-    "warmup_border": "#b7791f",
-    "graph_fill": "#d5e7fb",
-    "graph_border": "#3b6ea8",
-    "active_fill": "#bdebb5",  # touched by this step: replaying, just recorded, warming up
-    "invalid_warmup_fill": "#ede8df",  # some output was invalidated by a new generation:
-    "invalid_graph_fill": "#e3e7ec",  # grey, tinted by kind
-    "invalid_border": "#8a8a8a",
-    "invalid_text": "#6b6b6b",
-    # borders: where the current path is
-    "border_width": 1.2,
-    "path_border": "#1b3a5c",
-    "path_width": 2.6,
-    "current_border": "#8e24aa",
-    "current_width": 4.0,
-    "selected_border": "#e8590c",
-    "selected_width": 2.2,
-    # output marks
-    "live": "#2f855a",
-    "dead": "#616e7c",
-    "invalid": "#c62828",
-    # edges
-    "edge": "#8795a1",
-    "path_edge": "#1b3a5c",
-    "edge_label": "#52606d",
-    # badges ("▶ replaying now", ...)
-    "badge": "#2f6b3a",
-    "badge_alert": "#c62828",
-    "badge_current": "#8e24aa",
-    "note_fill": "#f4f5f7",
-}
+#: Colours and widths shared by the DOT and the built-in renderer (the palette's tree part).
+STYLE = TREE_STYLE
 
 #: The mark of an output in each state.
 MARKS: dict[str, str] = {"live": "●", "dead": "○", "invalid": "✕"}

@@ -23,7 +23,6 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
   "</div>";
 const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/;
-const WORD = {warmup: "warming up", recording: "recording", execution: "replaying"};
 
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
 function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", text)); }
@@ -82,10 +81,10 @@ export function mount(root, D, host) {
     const nb = q("notices"); nb.textContent = "";
     h.notices.forEach((t) => nb.appendChild(el("p", "notice", t)));
     const digits = String(h.n).length + 1;
-    style.textContent = Object.keys(h.colors).map((k) => ".cgviz .k-" + k + "{--k:" + h.colors[k] + "}").join("") +
+    style.textContent = ".cgviz{" + (h.css || "") + "}" + Object.keys(h.colors).map((k) => ".cgviz .k-" + k + "{--k:" + h.colors[k] + "}").join("") +
       ".cgviz .cg-steps .sn{min-width:" + digits + "ch}.cgviz .cg-steps .why{padding-left:" + digits + "ch}";
     root.classList.toggle("no-pictures", !!h.empty);
-    N = h.n; D.tx = h.tx; D.empty = h.empty; D.widened = h.widened;
+    N = h.n; D.tx = h.tx; D.empty = h.empty; D.widened = h.widened; D.repeats = h.repeats;
     D.rows = (D.rows || []).slice(0, h.start).concat(h.rows);
     while (list.children.length > h.start) list.removeChild(list.lastChild);
     for (let i = h.start; i < N; i++) {
@@ -416,12 +415,8 @@ export function mount(root, D, host) {
     q("snapinfo").textContent = st[2] < 0 ? "" : snapInfo(D.snaps[st[2]], R[4]);
     poolMark(nodeTable(st));
   }
-  function snapInfo(sn, times) {
-    const word = WORD[sn.state] || sn.state, p = sn.path;
-    const path = p.length > 12 ? p.slice(0, 3).join(" → ") + " → … → " + p.slice(-3).join(" → ") + " (" + p.length + " nodes)" : p.join(" → ");
-    return "generation " + sn.gen + " · " + (p.length ? word + " path " + path + (sn.cur == null ? "" : " · current node " + sn.cur)
-      : "no current path: the next call starts from the roots") + (times > 1 ? " · as after the last of its ×" + times + " repeats" : "");
-  }
+  function snapInfo(sn, times) { return sn.info + (times > 1 ? D.repeats.replace("{n}", times) : ""); }
+
 
   // -- wiring --------------------------------------------------------------------------------------
   head(D);

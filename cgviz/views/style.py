@@ -1,4 +1,5 @@
-"""Colours shared by the views: one per node, one per step kind, and the pool's fixed fills.
+"""The one palette of every view and host: one colour per node, one per step kind, the tree's
+fills and borders, the pool's fixed fills, and the CSS variables the explorer's page uses.
 
     node_color(2)          # '#2ca02c': the same node has the same colour in every view
     STEP_COLORS["record"]  # '#0072b2'
@@ -14,7 +15,9 @@ Step-kind colours are the Okabe–Ito colour-blind-safe palette (warmup orange, 
 blue, execute green, error vermilion, …) plus black for a new generation and a neutral
 grey for path ends, the quietest event.
 
-Nothing here imports matplotlib.
+`css_variables()` writes the colours the explorer's front end shares with the pictures as
+CSS custom properties (``--live``, ``--invalid``, ``--k-record``, ...), so the page, the widget
+and the pictures say the same thing in the same colour. Nothing here imports matplotlib.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from cgviz.trace.model import Block
 
 __all__ = [
+    "TREE_STYLE",
+    "css_variables",
     "NODE_PALETTE",
     "node_color",
     "STEP_COLORS",
@@ -153,3 +158,59 @@ def text_color_on(hex_color: str) -> str:
     lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
     # contrast against white (1.05) vs against near-black text (~0.03)
     return "#ffffff" if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.06) else TEXT_COLOR
+
+
+# --- the tree -------------------------------------------------------------------------
+
+#: The tree view's colours and widths (fills say what a node is, borders where the path is).
+TREE_STYLE: dict[str, object] = {
+    "font": "Helvetica,Arial,sans-serif",
+    "background": "#ffffff",
+    "text": "#1f2933",
+    "muted": "#52606d",
+    # fills: what the node is
+    "warmup_fill": "#ffe3a3",
+    "warmup_border": "#b7791f",
+    "graph_fill": "#d5e7fb",
+    "graph_border": "#3b6ea8",
+    "active_fill": "#bdebb5",  # touched by this step: replaying, just recorded, warming up
+    "invalid_warmup_fill": "#ede8df",  # some output was invalidated by a new generation:
+    "invalid_graph_fill": "#e3e7ec",  # grey, tinted by kind
+    "invalid_border": "#8a8a8a",
+    "invalid_text": "#6b6b6b",
+    # borders: where the current path is
+    "border_width": 1.2,
+    "path_border": "#1b3a5c",
+    "path_width": 2.6,
+    "current_border": "#8e24aa",
+    "current_width": 4.0,
+    "selected_border": "#e8590c",
+    "selected_width": 2.2,
+    # output marks
+    "live": "#2f855a",
+    "dead": "#616e7c",
+    "invalid": "#c62828",
+    # edges
+    "edge": "#8795a1",
+    "path_edge": "#1b3a5c",
+    "edge_label": "#52606d",
+    # badges ("▶ replaying now", ...)
+    "badge": "#2f6b3a",
+    "badge_alert": "#c62828",
+    "badge_current": "#8e24aa",
+    "note_fill": "#f4f5f7",
+}
+
+
+# --- the page -------------------------------------------------------------------------
+
+def css_variables() -> str:
+    """The palette as CSS custom properties, for the explorer's page and widget (light; the
+    page's dark themes invert pictures and keep these hues)."""
+    props = {
+        "--live": TREE_STYLE["live"], "--dead": TREE_STYLE["dead"], "--invalid": TREE_STYLE["invalid"],
+        "--selected": TREE_STYLE["selected_border"], "--free": FREE_COLOR, "--unowned": UNOWNED_COLOR,
+        "--picture-text": TEXT_COLOR, "--picture-muted": MUTED_TEXT, "--highlight": HIGHLIGHT_EDGE,
+    }
+    props.update({f"--k-{kind}": color for kind, color in STEP_COLORS.items()})
+    return ";".join(f"{k}:{v}" for k, v in props.items())

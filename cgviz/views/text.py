@@ -1,0 +1,161 @@
+"""Every sentence cgviz shows people, in one place, so each host words a thing the same way.
+
+Bytes, step headlines, the generation banner, a node's output rows, the line under the tree
+(where the path is), the `%%cudagraph` summary and the CLI's step listing are written here;
+the page, the widget, the magics and the CLI only place them. Pure text: no torch, no
+matplotlib, nothing that needs a trace's producer.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import OutputView, Snapshot, Step, Trace
+
+__all__ = [
+    "format_bytes", "plural", "headline", "generation_banner", "output_row", "path_line", "REPEATS_NOTE",
+    "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines",
+]
+
+#: The words for a step kind counted in a summary ("3 replays").
+KIND_WORDS: tuple[tuple[str, str], ...] = (
+    ("warmup", "warmups"),
+    ("record", "recordings"),
+    ("execute", "replays"),
+    ("eager", "eager fallbacks"),
+    ("generation", "generations"),
+    ("path_end", "path ends"),
+    ("error", "errors"),
+    ("checkpoint_restore", "checkpoint restores"),
+)
+
+_PATH_WORDS = {"warmup": "warming up", "recording": "recording", "execution": "replaying"}
+
+#: Said after `path_line` for a step that stands for several folded repeats ({n}: how many).
+REPEATS_NOTE = " · as after the last of its ×{n} repeats"
+
+
+def format_bytes(n: int, sign: bool = False) -> str:
+    """512 B, 1.5 KiB, 2.0 MiB; with sign, +2.0 MiB / −512 B."""
+    prefix = ("+" if n > 0 else "−" if n < 0 else "") if sign else ("-" if n < 0 else "")
+    size = abs(n)
+    if size < 1024:
+        return f"{prefix}{size} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        size /= 1024
+        if size < 1024 or unit == "TiB":
+            return f"{prefix}{size:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def plural(n: int, word: str) -> str:
+    """'1 step', '3 steps'."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def headline(step: "Step") -> str:
+    """A step in one line: 'record g → node 3 · generation 2' (· ×N for folded repeats)."""
+    text = step.kind + (f" {step.function}" if step.function else "")
+    if step.node is not None:
+        text += f" → node {step.node}"
+    text += f" · generation {step.generation}"
+    if step.repeat > 1:
+        text += f" · ×{step.repeat}" + (f" (last {step.span} steps)" if step.span > 1 else "")
+    return text
+
+
+def generation_banner(generation: int, invalidated: list[str]) -> str:
+    """What a new generation did to the outputs still live before it (`invalidated`: each
+    output in words)."""
+    n = len(invalidated)
+    if not n:
+        return f"Generation {generation} begins: nothing live was invalidated."
+    return (f"Generation {generation} begins: {plural(n, 'output')} still live from the previous generation "
+            f"{'is' if n == 1 else 'are'} now invalid. Using {'it' if n == 1 else 'one'} raises \u201caccessing "
+            f"tensor output of CUDAGraphs that has been overwritten by a subsequent run\u201d.")
+
+
+def output_row(o: "OutputView") -> list:
+    """A node's output as the output table shows it: state first, then #, shape, dtype, size,
+    address, alias."""
+    address = "" if o.address is None else f"{o.address:#x}"
+    if not o.described:  # torch keeps no metadata for the outputs of its warmup runs
+        return [o.index, o.state, "not recorded", "", "", address, o.alias_of or ""]
+    shape = "[" + ", ".join(str(d) for d in o.shape) + "]"
+    return [o.index, o.state, shape, o.dtype, format_bytes(o.nbytes), address, o.alias_of or ""]
+
+
+def path_line(snap: "Snapshot") -> str:
+    """Where the tree is after a step: 'generation 1 · replaying path 2 → 5 · current node 5'."""
+    p = [str(n) for n in snap.path]
+    if not p:
+        return f"generation {snap.generation} · no current path: the next call starts from the roots"
+    path = " → ".join(p) if len(p) <= 12 else " → ".join(p[:3]) + " → … → " + " → ".join(p[-3:]) + f" ({len(p)} nodes)"
+    current = "" if snap.current_node is None else f" · current node {snap.current_node}"
+    return f"generation {snap.generation} · {_PATH_WORDS.get(snap.state, snap.state)} path {path}{current}"
+
+
+# -- the %%cudagraph summary ------------------------------------------------------------------------
+def cell_summary(activity: Any) -> list[str]:
+    """The plain-text lines for what one tree did in a cell (a `magics.TreeActivity`): counts
+    that are not zero, eager and error reasons, the pool, where the tree is now, and a findings
+    line; wrapped to 80 columns."""
+    total = activity.before + activity.new
+    lines = [f"{activity.label}: {plural(activity.new, 'new step')} ({total} in its trace)"]
+    if activity.level is None:
+        lines.append("  trace=None: this tree records no steps")
+        return lines
+    counts = activity.counts()
+    shown = [f"{word} {counts[kind]}" for kind, word in KIND_WORDS if counts.get(kind)]
+    lines.append("  " + (" · ".join(shown) or "no decisions"))
+    for kind, title in (("eager", "eager fallbacks"), ("error", "errors")):
+        reasons = activity.reasons(kind)
+        if reasons:
+            lines.append(f"  {title}:")
+            lines.extend(f"    {times}× {reason}" for reason, times in reasons.items())
+    snapshot = activity.trace.last_snapshot() if activity.level == "full" else None
+    if snapshot is not None:
+        lines.append(f"  pool: {format_bytes(snapshot.reserved_bytes)} reserved · "
+                     f"{format_bytes(snapshot.allocated_bytes)} allocated")
+    elif activity.level != "full":
+        lines.append(f"  pool: not recorded (trace={activity.level!r}; 'full' records it)")
+    tree = activity.tree
+    if tree is not None:
+        path = " → ".join(str(n.id) for n in tree.current.path) if tree.current is not None else "none"
+        lines.append(f"  now: generation {tree.generation} · state {tree.state} · path {path} · "
+                     f"{plural(len(tree.nodes), 'node')}")
+    if activity.new_trace is not None and activity.new:
+        lines.append(findings_line(activity.new_trace))
+    return [wrapped for line in lines for wrapped in wrap(line)]
+
+
+def findings_line(trace: "Trace") -> str:
+    """One line: how many findings of each severity, and the most severe one's title."""
+    from cgviz.trace.diagnose import diagnose
+
+    findings = [f for f in diagnose(trace) if f.severity != "info"]
+    if not findings:
+        return "  findings: none (%cgviz doctor shows the details)"
+    counts = Counter(f.severity for f in findings)
+    tally = ", ".join(plural(n, severity) for severity, n in counts.items())
+    return f"  findings: {tally}; first: {findings[0].title} (%cgviz doctor for all)"
+
+
+def wrap(line: str, width: int = 80) -> list[str]:
+    """A summary line wrapped to `width` columns, continuation lines indented under it."""
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+def step_lines(steps: Iterable["Step"]) -> list[str]:
+    """The CLI's step listing: each step's headline (counted from 1, as the explorer does) and why."""
+    out = []
+    for step in steps:
+        out.append(f"  {step.index + 1:>3}  {headline(step)}")
+        out.append(f"       why: {step.reason}")
+    return out
