@@ -26,10 +26,12 @@ class ProgressBar:
     LABELS = {"steps": "building page", "trees": "drawing trees"}
 
     def __init__(self, stream: Optional[TextIO] = None, *, delay: float = 1.0, every: float = 0.1,
-                 log_every: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 log_every: float = 5.0, clock: Callable[[], float] = time.monotonic,
+                 rewrites: Optional[bool] = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", None)
-        self.tty = bool(isatty and isatty())
+        # `rewrites`: the stream shows "\r" as a rewrite of the line (a terminal; a notebook's output)
+        self.tty = bool(isatty and isatty()) if rewrites is None else rewrites
         self.delay, self.every = (delay, every) if self.tty else (max(delay, log_every), log_every)
         self.clock = clock
         self.start = clock()

@@ -40,17 +40,36 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
     beside `path`, renamed over it (see `write_atomic` for what is refused). Lone surrogates
     in the trace's text or the title are shown as their escape text (`safe_text`), since UTF-8
     cannot encode them. `progress(done, total, what)` hears how far building the page is
-    (`page_data`; ``what``: "steps", then "trees"), for a progress bar.
+    (`page_data`; ``what``: "steps", then "trees"), for a progress bar; in a Jupyter kernel,
+    without one, a line on the cell's stderr shows it once the export has taken a second.
     """
     if renderer not in ("auto", "graphviz", "builtin"):
         raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
     if path is not None:
         check_save_target(path, "HTML")  # before building the page, which can take a while
-    data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer, progress=progress)
+    bar = None
+    if progress is None and _in_kernel():  # a notebook: a line on the cell's stderr once it takes a second
+        from cgviz.cli import ProgressBar
+
+        progress = bar = ProgressBar(rewrites=True)
+    try:
+        data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
     page = render_page(data)
     if path is not None:
         write_atomic(path, lambda fh: fh.write(page), "HTML")
     return page
+
+
+def _in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (whose stderr shows "\\r" as a line rewrite)."""
+    import sys
+
+    shell = sys.modules.get("IPython")
+    ip = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
 
 
 def render_page(data: dict) -> str:
