@@ -1,8 +1,10 @@
-"""The `cgviz` command: demo a scenario, render a saved trace as HTML, report versions and backends."""
+"""The `cgviz` command: demo a scenario, render a saved trace as HTML, export it for Perfetto,
+report versions and backends."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -180,6 +182,75 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+EXPORT_FORMATS = ("perfetto", "chrome")  # one JSON file, which both open
+
+
+def _export(args: argparse.Namespace) -> int:
+    trace = _load("export", args.trace)
+    if trace is None:
+        return 1
+    out = args.output or _default_export_path(args.trace)
+    from cgviz.trace.chrome_trace import ProfilerTraceError, load_profiler_trace, to_chrome_trace, write_chrome_trace
+    from cgviz.trace.io import check_save_target
+
+    try:
+        check_save_target(out, "Chrome trace")  # before any work, as `cgviz demo` does
+        if os.path.exists(out) and os.path.samefile(out, args.trace):
+            print(f"cgviz export: {out} is the trace being exported; choose another output file", file=sys.stderr)
+            return 1
+    except OSError as exc:
+        print(f"cgviz export: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        return 1
+    profiler = None
+    if args.merge is not None:
+        try:
+            profiler = load_profiler_trace(args.merge)
+        except FileNotFoundError:
+            print(f"cgviz export: profiler trace not found: {args.merge}", file=sys.stderr)
+            return 1
+        except ProfilerTraceError as exc:
+            print(f"cgviz export: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:  # a directory, no permission, ...
+            print(f"cgviz export: {_os_message(exc, 'read', args.merge)}", file=sys.stderr)
+            return 1
+    try:
+        data = to_chrome_trace(trace, profiler, folded=args.folded, max_slices=args.max_slices)
+    except ValueError as exc:  # a trace without start times to merge
+        print(f"cgviz export: {args.trace}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        write_chrome_trace(data, out)
+    except OSError as exc:
+        print(f"cgviz export: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        return 1
+    info = data["otherData"]["cgviz"] if profiler is not None else data["otherData"]
+    if "warning" in info:
+        print(f"cgviz export: warning: {info['warning']}", file=sys.stderr)
+    merged = f", merged into {args.merge}" if profiler is not None else ""
+    print(f"{info['decisions_drawn']:,} decisions from {args.trace}{merged} → {out} "
+          "(open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def _default_export_path(trace_path: str) -> str:
+    """run.cgtrace.json → run.perfetto.json, run.json → run.perfetto.json, run → run.perfetto.json."""
+    for suffix in (".cgtrace.json", ".json"):
+        if trace_path.lower().endswith(suffix) and len(trace_path) > len(suffix):
+            return trace_path[: -len(suffix)] + ".perfetto.json"
+    return trace_path + ".perfetto.json"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
 def _default_html_path(trace_path: str) -> str:
     """run.cgtrace.json → run.html, run.json → run.html, run → run.html."""
     for suffix in (".cgtrace.json", ".json"):
@@ -239,6 +310,25 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("trace", metavar="TRACE", help="a trace saved as JSON (run.cgtrace.json)")
     doctor.add_argument("--json", action="store_true", help="the findings as JSON")
     doctor.set_defaults(run=_doctor)
+    export = sub.add_parser("export", help="write a saved trace as a Perfetto / Chrome trace, optionally merged "
+                                           "into a torch profiler trace of the same run")
+    export.add_argument("trace", metavar="TRACE", help="a trace saved as JSON (run.cgtrace.json)")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="perfetto",
+                        help="perfetto or chrome: the same Trace Event Format JSON, which ui.perfetto.dev and "
+                             "chrome://tracing both open (default perfetto)")
+    export.add_argument("-o", "--output", metavar="PATH", help="the JSON file (default: TRACE with .perfetto.json)")
+    export.add_argument("--merge", metavar="PROFILER_TRACE",
+                        help="a torch profiler trace of the same run (export_chrome_trace's JSON, or .json.gz): "
+                             "cgviz's steps are added to it on its clock")
+    from cgviz.trace.chrome_trace import FOLDED, MAX_SLICES
+
+    export.add_argument("--folded", choices=FOLDED, default="expand",
+                        help="folded repeats: one slice per occurrence, the later ones' times estimated (expand, "
+                             "the default), or one slice per folded step of its total duration (collapse)")
+    export.add_argument("--max-slices", type=_positive_int, default=MAX_SLICES, metavar="N",
+                        help=f"expand folded repeats only up to N decisions (default {MAX_SLICES:,}); "
+                             "above, they are collapsed")
+    export.set_defaults(run=_export)
     info = sub.add_parser("info", help="versions, backends, and the private torch functions found")
     info.set_defaults(run=_info)
     return parser

@@ -55,6 +55,7 @@ class Recorder:
     ) -> None:
         if self.level is None:
             return
+        duration = time.perf_counter() - start
         step = Step(
             index=len(self.trace.steps),
             kind=kind,
@@ -63,8 +64,11 @@ class Recorder:
             function=None if function is None else safe_text(function),
             node=node,
             parent=parent,
-            duration=time.perf_counter() - start,
+            duration=duration,
             invalidated=invalidated or [],
+            # `start` is perf_counter()'s (durations need a steady clock); the step's start on the
+            # wall clock torch's profiler uses is now on that clock less the time since then
+            start=time.time() - duration,
         )
         self._append(step)
 

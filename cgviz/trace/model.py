@@ -6,8 +6,9 @@ trace recorded on a GPU machine round-trips through JSON and opens anywhere.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 SCHEMA_VERSION = 2
 
@@ -124,6 +125,12 @@ class Step:
     but for their generation numbers (a replay loop: path_end, execute, execute, ...).
     Those steps keep their first occurrence's generation, the snapshot of the latest,
     and the total duration.
+
+    `start` is the wall-clock time the decision began, in seconds since the Unix epoch
+    (`time.time()`, the clock of torch's profiler), so steps can be placed on a timeline
+    beside a profiler trace; None where it was not measured (traces saved before it
+    existed, replays torch.compile's observer notes without a clock). A folded block's
+    steps keep the start of their first occurrence.
     """
 
     index: int
@@ -138,6 +145,7 @@ class Step:
     span: int = 1
     invalidated: list[list[int]] = field(default_factory=list)  # [node, output] pairs
     snapshot: Optional[Snapshot] = None
+    start: Optional[float] = None  # seconds since the Unix epoch; last, so positional use is unchanged
 
     def headline(self) -> str:
         """A one-line description: 'record g → node 3 · generation 2' (`views.text.headline`)."""
@@ -191,6 +199,17 @@ class Trace:
             if s.snapshot is not None:
                 return s.snapshot
         return None
+
+    def to_chrome_trace(self, profiler_trace: Union[None, dict, str, os.PathLike] = None, *,
+                        folded: str = "expand", max_slices: Optional[int] = None) -> dict:
+        """The steps as a Chrome Trace Event Format object, to open in ui.perfetto.dev or
+        chrome://tracing; with `profiler_trace` (a torch profiler trace: its dict or its path),
+        merged into it on the profiler's clock. `folded` ("expand" or "collapse") and
+        `max_slices`: how folded repeats are drawn. See cgviz/trace/chrome_trace.py."""
+        from cgviz.trace.chrome_trace import MAX_SLICES, to_chrome_trace
+
+        return to_chrome_trace(self, profiler_trace, folded=folded,
+                               max_slices=MAX_SLICES if max_slices is None else max_slices)
 
     def save(self, path) -> None:
         from cgviz.trace.io import save_trace
