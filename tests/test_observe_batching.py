@@ -39,6 +39,14 @@ class Manager:
         self.in_recording = False
         self.id_to_mode = {}
         self.id_to_compile_id = {}
+        self.ids_to_stack_traces = {}
+        self.non_cudagraph_managed_mutation_hint = {}
+
+    def _get_node_id(self):
+        return None
+
+    def exceed_rerecord_limit(self, node_id, function_id):
+        return False
 
     def get_func_name(self, function_id):
         return "model"
@@ -67,6 +75,7 @@ class Manager:
 
     run_eager = apply_checkpoint_execution_state_in_allocator = never_on_this_path
     try_end_curr_warmup = dealloc_current_path_weakrefs = check_warn_on_unable_to_start_executing = never_on_this_path
+    add_function = never_on_this_path
 
     def record_function(self, new_inputs, function_id):
         node = Node(function_id, self.current_node)

@@ -35,6 +35,7 @@ HOOKED_METHODS = {
     "end_warmup": "try_end_curr_warmup",
     "dealloc": "dealloc_current_path_weakrefs",
     "warn": "check_warn_on_unable_to_start_executing",
+    "add": "add_function",
 }
 # Members of the module's classes that are read or called (instance attributes included).
 CLASS_MEMBERS: dict[str, tuple] = {
@@ -42,7 +43,8 @@ CLASS_MEMBERS: dict[str, tuple] = {
         RUN_METHODS, *HOOKED_METHODS.values(), "get_func_name", "can_start_new_generation",
         "current_node", "current_gen", "running_forwards_with_pending_backwards", "in_recording",
         "roots", "path_state", "id_to_mode", "id_to_compile_id", "warned_functions",
-        "cuda_graphs_thread_pool", "device_index",
+        "cuda_graphs_thread_pool", "device_index", "ids_to_stack_traces",
+        "non_cudagraph_managed_mutation_hint", "exceed_rerecord_limit", "_get_node_id",
     ),
     "CUDAGraphNode": ("id", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
                       "check_invariants"),
@@ -61,6 +63,16 @@ SKIP_LOGGER_MODULES = (
     "torch._inductor.cudagraph_utils", "torch._inductor.cudagraph_trees",
     "torch._inductor.output_code", "torch._inductor.compile_fx",
 )
+# A graph whose CUDA graphs torch skipped at compile time never reaches the tree manager: its
+# compiled graph (OUTPUT_CODE_MODULE.COMPILED_GRAPH_CLASS) calls `current_callable` on every
+# call. Its `post_compile` is where torch decides (the `cudagraphs` box of its graph_kwargs is
+# turned off); the observer wraps that graph's `current_callable` to see its calls.
+OUTPUT_CODE_MODULE = "torch._inductor.output_code"
+COMPILED_GRAPH_CLASS = "CompiledFxGraph"
+COMPILED_GRAPH_MEMBERS = ("post_compile", "current_callable", "fx_kwargs")
+# torch's count of its CUDA graph skips, and the compile id of the compilation under way.
+SKIP_COUNTER = ("torch._dynamo.utils", "counters", "inductor", "cudagraph_skips")
+COMPILE_CONTEXT = ("torch._guards", "CompileContext", "current_compile_id")
 
 
 def manager_class() -> Any:
@@ -112,6 +124,102 @@ def compile_id(manager: Any, function_id: Any) -> str:
     ids = read(manager, "id_to_compile_id", {}) or {}
     value = ids.get(function_id)
     return "" if value is None else str(value)
+
+
+def stack_traces(manager: Any, function_id: Any) -> list[str]:
+    """The stack traces torch keeps for a function's outputs (where each was computed)."""
+    traces = (read(manager, "ids_to_stack_traces", {}) or {}).get(function_id) or ()
+    return [t for t in traces if isinstance(t, str) and t]
+
+
+def added_function_id(added: Any) -> Any:
+    """The function id of what the manager's add_function returned: (fn, outputs), fn being
+    functools.partial(manager.run, function_id=...)."""
+    fn = added[0] if isinstance(added, tuple) and added else None
+    return (getattr(fn, "keywords", None) or {}).get("function_id")
+
+
+EAGER_MUTATION = "mutation"
+EAGER_RERECORD_LIMIT = "rerecord_limit"
+
+
+def eager_cause(manager: Any, function_id: Any) -> str:
+    """Why torch's manager ran a call of this function eagerly, from its own state right after
+    the call: EAGER_MUTATION (it marked the function as writing in place to inputs the tree does
+    not manage, at the current node), EAGER_RERECORD_LIMIT (past its re-record limit there), or
+    '' when its state says neither."""
+    get_node_id = read(manager, "_get_node_id")
+    hints = read(manager, "non_cudagraph_managed_mutation_hint", {}) or {}
+    limit = read(manager, "exceed_rerecord_limit")
+    try:
+        node_id = get_node_id() if get_node_id is not None else None
+        if (hints.get(node_id) or {}).get(function_id):
+            return EAGER_MUTATION
+        if limit is not None and limit(node_id, function_id):
+            return EAGER_RERECORD_LIMIT
+    except Exception:
+        pass
+    return ""
+
+
+def rerecord_limit() -> Any:
+    """torch's re-record limit (torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit)."""
+    triton = getattr(getattr(getattr(torch, "_inductor", None), "config", None), "triton", None)
+    return getattr(triton, "cudagraph_unexpected_rerecord_limit", None)
+
+
+def _lookup(module_name: str, *names: str) -> Any:
+    """module.name1.name2..., or None where this torch lacks a part of it."""
+    value: Any = sys.modules.get(module_name)
+    for name in names:
+        if value is None:
+            return None
+        value = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+    return value
+
+
+def skip_count() -> int:
+    """How many times torch has skipped CUDA graphs in this process (0 where it keeps no count)."""
+    import torch._dynamo.utils  # noqa: F401
+
+    value = _lookup(*SKIP_COUNTER)
+    return value if isinstance(value, int) else 0
+
+
+def current_compile_id() -> str:
+    """The compile id of the compilation under way ("0/0"), or ''."""
+    current = _lookup(*COMPILE_CONTEXT)
+    try:
+        value = current() if current is not None else None
+    except Exception:
+        value = None
+    return "" if value is None else str(value)
+
+
+def compiled_graph_class() -> Any:
+    """torch's compiled graph class (importing its module), or None with a one-time warning."""
+    import importlib
+
+    module = importlib.import_module(OUTPUT_CODE_MODULE)
+    return read(module, COMPILED_GRAPH_CLASS)
+
+
+def graph_mode(graph: Any) -> str:
+    """A compiled graph's mode in torch's words: 'forward', 'backward' or 'inference'."""
+    kwargs = getattr(graph, COMPILED_GRAPH_MEMBERS[2], None) or {}
+    if kwargs.get("is_backward"):
+        return "backward"
+    return "inference" if kwargs.get("is_inference") else "forward"
+
+
+def cudagraphs_turned_off(args: tuple, kwargs: dict) -> bool:
+    """After a compiled graph's post_compile(example_inputs, constants, graph_kwargs): did torch
+    turn its `cudagraphs` box off (the graph runs without CUDA graphs)?"""
+    graph_kwargs = kwargs.get("graph_kwargs", args[-1] if args else None)
+    box = graph_kwargs.get("cudagraphs") if isinstance(graph_kwargs, dict) else kwargs.get("cudagraphs")
+    if box is None:  # older torch: post_compile(example_inputs, cudagraphs, constants)
+        box = next((a for a in args if type(a).__name__ == "BoxedBool"), None)
+    return box is not None and not box
 
 
 def node_function(node: Any) -> Any:

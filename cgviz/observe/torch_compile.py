@@ -3,10 +3,11 @@
 While an observer is active, the methods of torch's tree manager
 (`torch._inductor.cudagraph_trees.CUDAGraphTreeManager`) that warm up, record, replay, end
 paths, start generations and restore allocator checkpoints are wrapped: each call still does
-exactly what torch does, and also becomes a Step. Skip reasons logged at compile time
-("skipping cudagraphs due to ...") become eager steps. The wrapping is removed when the last
-observer stops, also on an exception. Nothing here creates a manager or synchronises the
-device, except the pool snapshot at trace level "full".
+exactly what torch does, and also becomes a Step. torch's skip messages ("skipping cudagraphs
+due to ...") are joined to the calls they affect: the eager calls of the function they were
+logged for, or every call of a graph whose CUDA graphs torch turned off while compiling it.
+The wrapping is removed when the last observer stops, also on an exception. Nothing here
+creates a manager or synchronises the device, except the pool snapshot at trace level "full".
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import os
 import re
 import sys
 import time
+import weakref
 from collections import Counter
 from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SKIPPED, graph_name, stack_frames
 from cgviz.trace.fold import fold_repeats
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
@@ -43,6 +46,18 @@ RAW_BATCH = 4096
 _NEW_GENERATION = object()
 _PATH_END = "path_end"
 _ORIGINALS: list[tuple[Any, str, Any]] = []
+# Compiled graphs whose CUDA graphs torch skipped while observed: (the graph, or a weak
+# reference to it; its own current_callable; the wrapper that sees its calls), put back at uninstall.
+_EAGER_GRAPHS: list[tuple[Callable[[], Any], Any, Any]] = []
+# torch names the code of each compiled graph alike ("partition_0"); past the first, a graph's
+# partitions keep their number in its name
+_PARTITION = re.compile(r"partition_[1-9]\d*")
+# what torch's manager state says about a call it ran eagerly (layout.eager_cause)
+_EAGER_WORDS = {
+    layout.EAGER_MUTATION: "it mutates inputs the tree does not manage (torch's tree marked it so at this place of "
+    "the tree)",
+    layout.EAGER_RERECORD_LIMIT: "it passed torch's re-recording limit at this place of the tree",
+}
 
 
 def portable_path(path: str) -> str:
@@ -75,6 +90,22 @@ def portable_paths(text: str) -> str:
     return _ABSOLUTE_PATH.sub(shorten, text)
 
 
+def compiled_graph_name(torch_name: str, compile_id: str, mode: str, frame: str = "") -> str:
+    """A compiled graph's name in a trace: the function torch.compile compiled (dynamo's frame),
+    torch's compile id and the mode, as in "forward [0/0] (forward)".
+
+    torch names the code of every graph alike (partition_0), so the compile id tells graphs
+    apart: the two sides of a graph break ([0/0], [1/0]), each recompilation ([0/1]). A graph
+    split into partitions keeps partition_N past the first. Without a frame, torch's own name
+    stands first.
+    """
+    name = frame or torch_name or "compiled graph"
+    if frame and _PARTITION.fullmatch(torch_name or ""):
+        name += f" {torch_name}"
+    label = f"{name} ({mode})" if mode else name
+    return graph_name(label, compile_id) if compile_id else label
+
+
 class TorchObserver:
     """Turns the manager's activity into steps; `trace` grows while it is active."""
 
@@ -103,6 +134,19 @@ class TorchObserver:
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
         self._raw: list = []  # replay-loop events not yet made into steps (see catch_up)
         self._raw_manager: Any = None  # the manager those events are from
+        # torch's skip messages ("skipping cudagraphs due to ..."), joined to the calls they affect
+        self._skips: dict[tuple, str] = {}  # (id(manager), function id, cause or None) -> message
+        self._run_skips: list[str] = []  # logged during the call in progress (see ran)
+        self._compile_skips: dict[str, list[str]] = {}  # compile id -> logged while compiling it
+        self._skipped_compiles: dict[str, str] = {}  # compile id -> the message that turned its CUDA graphs off
+        # graphs added to a tree while observed (add_function), to tell those torch decided on earlier
+        self._adding: list = []  # the managers inside add_function (a new graph's first call)
+        self._added: set[tuple] = set()  # (id(manager), function id)
+        self._functions: dict[tuple, str] = {}  # (id(manager), function id) -> name, of every function seen
+        self._frames: dict[str, str] = {}  # frame part of a compile id ("0" of "0/1") -> its function's name
+        skips = layout.skip_count()
+        if skips:
+            self.trace.meta["cudagraph_skips_before_observing"] = skips
 
     # -- ids and steps -------------------------------------------------------------------------
     def node_id(self, node: Any) -> Optional[int]:
@@ -241,6 +285,8 @@ class TorchObserver:
     def _add(self, key: tuple, manager: Any, fields: tuple, start: Optional[float]) -> None:
         """Into the folding log; `start` None: not timed (duration 0)."""
         duration = 0.0 if start is None else time.perf_counter() - start
+        if start is not None:  # its start on the wall clock torch's profiler uses (Step.start)
+            fields += (time.time() - duration,)
         if self.level != "full":
             self.log.add(key, fields, duration)
             return
@@ -250,12 +296,29 @@ class TorchObserver:
         self.log.add(key, step, duration)
 
     def label(self, manager: Any, function_id: Any) -> str:
+        """A function's name in the trace (see compiled_graph_name), made once."""
         key = (id(manager), id(function_id))
         label = self._labels.get(key)
         if label is None:
             name, mode = layout.function_label(manager, function_id)
-            label = self._labels[key] = portable_paths(f"{name} ({mode})" if mode else name)
+            cid = layout.compile_id(manager, function_id)
+            frame = self.frame_name(cid, layout.stack_traces(manager, function_id))
+            label = self._labels[key] = portable_paths(compiled_graph_name(name, cid, mode, frame))
+            self._functions[id(manager), function_id] = label
         return label
+
+    def frame_name(self, compile_id: str, stacks: list[str]) -> str:
+        """The function torch.compile compiled a graph from: the outermost frame of the stacks
+        torch keeps for the graph (its outputs' or its skip message's). A graph without one (a
+        backward may have none) takes the name found for another graph of its frame."""
+        frame = compile_id.rsplit("/", 1)[0] if compile_id else None
+        for text in stacks:
+            frames = stack_frames(text)
+            if frames:
+                if frame is not None:
+                    self._frames.setdefault(frame, frames[0]["function"])
+                return frames[0]["function"]
+        return self._frames.get(frame, "") if frame is not None else ""
 
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, manager: Any) -> Snapshot:
@@ -322,14 +385,79 @@ class TorchObserver:
         """After the outermost run() of a call: an error, or a call torch ran without a decision."""
         self.saw(manager)
         label = self.label(manager, function_id)
+        logged, self._run_skips = self._run_skips, []
+        for message in logged:  # torch's skip messages of this call: they are about this function
+            self._remember_skip(manager, function_id, message)
         if error is not None:
             self.step("error", f"{label} raised {type(error).__name__}: {error}", manager, function=label, start=start)
         elif self._events + len(self._raw) == decisions_before:
-            reason = (
-                f"{label} ran eagerly: torch's tree neither warmed it up, recorded nor replayed it "
-                "(it mutates inputs the tree does not manage, or it passed its re-record limit)"
-            )
-            self.step("eager", reason, manager, function=label, start=start)
+            self.step("eager", self.eager_reason(manager, function_id, label), manager, function=label, start=start)
+
+    # -- torch's skip messages, joined to the calls they affect -----------------------------------
+    def _remember_skip(self, manager: Any, function_id: Any, message: str) -> None:
+        cause = (layout.EAGER_RERECORD_LIMIT if "re-recording limit" in message
+                 else layout.EAGER_MUTATION if "mutat" in message.lower() else "")
+        self._skips[id(manager), function_id, cause] = self._skips[id(manager), function_id, None] = message
+
+    def eager_reason(self, manager: Any, function_id: Any, label: str) -> str:
+        """Why torch's manager ran a call eagerly: torch's own message for the function (it says
+        it once per function), joined by what torch's state says now; without one, what that
+        state says, and whether torch said why before observing began."""
+        cause = layout.eager_cause(manager, function_id)
+        key = (id(manager), function_id)
+        message = self._skips.get(key + (cause or None,))
+        if message:
+            return f"{label} ran eagerly: {SKIPPED}{message}"
+        what = _EAGER_WORDS.get(cause, "torch's tree neither warmed it up, recorded nor replayed it")
+        if cause == layout.EAGER_RERECORD_LIMIT:
+            what += f" (torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit = {layout.rerecord_limit()})"
+        new = key in self._added or (self._adding and self._adding[-1] is manager)
+        if _hooked(layout.HOOKED_METHODS["add"]) and not new:
+            return (f"{label} ran eagerly: {what}; {BEFORE_OBSERVING} (the graph was compiled and first called "
+                    f"before, and torch says why once), so its message is not in this trace: {OBSERVE_FIRST_CALL}")
+        return f"{label} ran eagerly: {what}"
+
+    def skip_logged(self, message: str, in_call: bool) -> None:
+        """torch logged "skipping cudagraphs due to ...": during a call of the tree manager (about
+        that call's function, see ran), or while compiling a graph (about that graph: joined to
+        its calls when its post_compile ends, see compiled); otherwise a step of its own."""
+        if in_call:
+            self._run_skips.append(message)
+        elif _hooked(layout.COMPILED_GRAPH_MEMBERS[0]):
+            self._compile_skips.setdefault(layout.current_compile_id(), []).append(message)
+        else:
+            self.step("eager", SKIPPED + message)
+
+    def compiled(self, graph: Any, compile_id: str, turned_off: bool) -> Optional[tuple[str, str]]:
+        """A graph's compilation ended: (its name, the reason of its calls) when torch turned its
+        CUDA graphs off and said why (for it, or for the forward of this backward), else None."""
+        messages = self._compile_skips.pop(compile_id, [])
+        for message in messages[:-1] if turned_off else messages:  # said, but not what turned them off
+            self.step("eager", SKIPPED + message)
+        if not turned_off:
+            return None
+        mode = layout.graph_mode(graph)
+        if messages:
+            message = self._skipped_compiles[compile_id] = messages[-1]
+            why = ""
+        elif compile_id in self._skipped_compiles:
+            message = self._skipped_compiles[compile_id]
+            why = " (torch skipped the CUDA graphs of its forward, and so of it)"
+        else:  # not asked for CUDA graphs, or a graph with no CUDA work: torch says nothing
+            return None
+        label = portable_paths(compiled_graph_name("", compile_id, mode, self.frame_name(compile_id, [message])))
+        return label, f"{label} ran eagerly{why}: {SKIPPED}{message}"
+
+    def finish(self) -> None:
+        """When observing stops: skip messages joined to nothing become steps of their own, and
+        the graphs torch compiled before observing began are named in the trace's meta."""
+        for message in self._run_skips + [m for ms in self._compile_skips.values() for m in ms]:
+            self.step("eager", SKIPPED + message)
+        self._run_skips, self._compile_skips = [], {}
+        if _hooked(layout.HOOKED_METHODS["add"]):
+            before = sorted({name for key, name in self._functions.items() if key not in self._added})
+            if before:
+                self.trace.meta["compiled_before_observing"] = before
 
 
 class FoldingLog:
@@ -379,18 +507,19 @@ class FoldingLog:
 
 
 def make_step(fields: tuple, duration: float) -> Step:
-    """A Step from (kind, reason, generation, function, node, parent, invalidated).
+    """A Step from (kind, reason, generation, function, node, parent, invalidated[, start]).
 
     A generation step's reason is the number of the generation that ended: most are
     folded into a repeat count, so their text is only written for the steps kept.
     """
-    kind, reason, generation, function, node, parent, invalidated = fields
+    kind, reason, generation, function, node, parent, invalidated, *start = fields
     if kind == "generation" and isinstance(reason, int):
         names = ", ".join(f"output {o} of node {n}" for n, o in invalidated) if invalidated else "nothing live"
         reason = (f"generation {reason} ends (a new torch.compile invocation or cudagraph_mark_step_begin()); "
                   f"invalidated: {names}")
     return Step(index=0, kind=kind, reason=reason, generation=generation, function=function,
-                node=node, parent=parent, duration=duration, invalidated=invalidated)
+                node=node, parent=parent, duration=duration, invalidated=invalidated,
+                start=start[0] if start else None)
 
 
 def _hook(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
@@ -540,10 +669,41 @@ def _install() -> None:
 
     def make_skip(original):
         def log_skip(msg, *args, **kwargs):
+            in_call = bool(_ACTIVE) and _ACTIVE[-1]._depth > 0  # inside the tree manager's run()
             for obs in _ACTIVE:
-                obs.step("eager", f"torch.compile skipped CUDA graphs: {msg}")
+                obs.skip_logged(str(msg), in_call)
             return original(msg, *args, **kwargs)
         return log_skip
+
+    def make_add(original):
+        """A new compiled graph enters the tree (and runs its first call): observed from its start."""
+        def add_function(self, *args, **kwargs):
+            observers = list(_ACTIVE)
+            for obs in observers:
+                obs._adding.append(self)
+            try:
+                out = original(self, *args, **kwargs)
+            finally:
+                for obs in observers:
+                    obs._adding.pop()
+            function_id = layout.added_function_id(out)
+            for obs in observers:
+                obs._added.add((id(self), function_id))
+            return out
+        return add_function
+
+    def make_post_compile(original):
+        """A compiled graph is made ready: if torch turned its CUDA graphs off, see its calls."""
+        def post_compile(self, *args, **kwargs):
+            out = original(self, *args, **kwargs)
+            if _ACTIVE:
+                turned_off = layout.cudagraphs_turned_off(args, kwargs)
+                compile_id = layout.current_compile_id()
+                joined = [j for j in (obs.compiled(self, compile_id, turned_off) for obs in _ACTIVE) if j]
+                if joined:
+                    _watch_eager_graph(self, *joined[0])
+            return out
+        return post_compile
 
     # _run, where torch has it: run() is bound into each compiled function when torch first
     # calls it, so a model compiled before observing began would bypass a hook on run().
@@ -558,6 +718,7 @@ def _install() -> None:
         "end_warmup": make_try_end_warmup,
         "dealloc": make_dealloc,
         "warn": make_warn,
+        "add": make_add,
     }
     for role, name in layout.HOOKED_METHODS.items():
         _hook(manager_cls, name, wrappers[role])
@@ -565,12 +726,51 @@ def _install() -> None:
         module = sys.modules.get(module_name)
         if module is not None and hasattr(module, layout.SKIP_LOGGER):
             _hook(module, layout.SKIP_LOGGER, make_skip)
+    graph_cls = layout.compiled_graph_class()
+    if graph_cls is not None:
+        _hook(graph_cls, layout.COMPILED_GRAPH_MEMBERS[0], make_post_compile)
+
+
+def _hooked(name: str) -> bool:
+    """Is torch's `name` wrapped now (this torch has it)?"""
+    return any(hooked == name for _, hooked, _ in _ORIGINALS)
+
+
+def _watch_eager_graph(graph: Any, label: str, reason: str) -> None:
+    """Each call of a compiled graph whose CUDA graphs torch turned off becomes an eager step
+    (its calls never reach the tree manager); the graph's own callable is put back at uninstall."""
+    attribute = layout.COMPILED_GRAPH_MEMBERS[1]
+    original = getattr(graph, attribute, None)
+    if original is None:
+        return
+
+    def current_callable(inputs):
+        if not _ACTIVE:
+            return original(inputs)
+        start = time.perf_counter()
+        out = original(inputs)
+        for obs in _ACTIVE:
+            obs.step("eager", reason, function=label, start=start)
+        return out
+
+    setattr(graph, attribute, current_callable)
+    try:
+        ref: Callable[[], Any] = weakref.ref(graph)
+    except TypeError:
+        ref = lambda: graph  # noqa: E731  (kept until uninstall)
+    _EAGER_GRAPHS.append((ref, original, current_callable))
 
 
 def _uninstall() -> None:
     while _ORIGINALS:
         owner, name, original = _ORIGINALS.pop()
         setattr(owner, name, original)
+    attribute = layout.COMPILED_GRAPH_MEMBERS[1]
+    while _EAGER_GRAPHS:
+        ref, original, wrapper = _EAGER_GRAPHS.pop()
+        graph = ref()
+        if graph is not None and getattr(graph, attribute, None) is wrapper:
+            setattr(graph, attribute, original)
 
 
 def start_observing(trace: str = "full") -> TorchObserver:
@@ -587,6 +787,7 @@ def start_observing(trace: str = "full") -> TorchObserver:
 def stop_observing(observer: TorchObserver) -> Trace:
     """Stop one observer; the wrapping is removed when none is left."""
     observer.catch_up()
+    observer.finish()
     observer.log.flush()
     if observer in _ACTIVE:
         _ACTIVE.remove(observer)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterator, Optional
 
-from cgviz.trace.diff import format_bytes
+from cgviz.views.text import format_bytes
 from cgviz.trace.model import Snapshot, Step, Trace
 
 SEVERITIES = ("error", "warning", "info")
@@ -21,6 +21,21 @@ CALL_KINDS = ("warmup", "record", "execute", "eager", "error")
 OVERWRITTEN = "overwritten by a subsequent run"
 # addresses, sizes, ids and counts vary between otherwise identical reasons
 _VARYING = re.compile(r"0x[0-9a-f]+|\b\d+\b")
+# How the observer of torch.compile words what torch decided (cgviz/observe/torch_compile.py):
+# torch's own skip message follows SKIPPED; BEFORE_OBSERVING marks a call of a graph torch said
+# why about before observing began (it says it once), so its message is not in the trace.
+SKIPPED = "torch.compile skipped CUDA graphs: "
+BEFORE_OBSERVING = "torch said why before observing began"
+OBSERVE_FIRST_CALL = (
+    "observe from the first call: enter cgviz.observe_torch() before the first call of the compiled function "
+    "(or call torch._dynamo.reset() first), so torch's message and the source line it names are in the trace"
+)
+# One frame of a Python stack as torch writes it ('File "x.py", line 3, in fn' and the code line under it)
+_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+), in (?P<function>[^\s,]+)[^\n]*(?:\n(?P<code>[^\n]*))?')
+_STACK_START = re.compile(r"\s*\.?\s*(?:Found from\s*:?|input stack trace\s*:)", re.IGNORECASE)
+_SKIP_PREFIX = re.compile(r"^(?:(?:skipping|disabling) cudagraphs? due to\s*)+", re.IGNORECASE)
+_INPUT = re.compile(r"cpu device \((\w+)\)|input name: (\w+)")
+_OPERATION = re.compile(r"incompatible op (\S+)|control flow operator: (\S+?)\.?(?:\s|$)")
 
 # (words in a reason, what to change): the first match suggests the fix for an eager fallback
 _FIXES = (
@@ -49,7 +64,8 @@ class Finding:
     """One thing worth knowing about a run, with the steps it rests on."""
 
     severity: str  # "error" | "warning" | "info"
-    kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes", "pool"
+    kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes",
+    # "before_observing", "pool"
     title: str
     evidence: list[int]  # indices of the stored steps it rests on, the first one to look at first
     numbers: dict = field(default_factory=dict)
@@ -89,15 +105,16 @@ class Diagnosis:
 
 def diagnose(trace: Trace) -> Diagnosis:
     """Every finding of `trace`, the most severe first ('nothing was graphed' always first)."""
-    steps = trace.steps
+    steps = _graphs_told_apart(trace.steps)
     times = trace.repeats()
     findings: list[Finding] = []
-    findings += _coverage(steps, times)
+    findings += _coverage(steps, times, trace.meta)
     findings += _eager_groups(steps, times)
     findings += _rerecords(steps)
     findings += _overwritten(steps)
     findings += _pending_backward(steps)
-    findings += _shapes(trace)
+    findings += _shapes(trace, steps)
+    findings += _before_observing(steps, trace.meta)
     findings += _pool(trace)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.kind != "graphed", order[f.severity]))
@@ -113,11 +130,36 @@ def _calls(steps: list[Step], times: list[int]) -> dict[str, Counter]:
     return out
 
 
-def _coverage(steps: list[Step], times: list[int]) -> list[Finding]:
+def _nothing_called(steps: list[Step], meta: dict) -> list[Finding]:
+    """No call went through a tree: said first, when torch skipped CUDA graphs (while observing, or
+    before observing began: then only torch's count of its skips is known)."""
+    skips = [s for s in steps if s.kind == "eager" and not s.function]
+    title = "no call of this run was replayed from a CUDA graph"
+    if skips:
+        n = len(skips)
+        return [Finding(
+            "error", "graphed",
+            f"{title}: torch.compile skipped CUDA graphs ({n} decision{'s' if n != 1 else ''}) and no call went "
+            "through a CUDA graph tree", [skips[0].index], {"calls": 0, "replayed": 0, "skips": n},
+            fix_for(skips[-1].reason),
+        )]
+    before = meta.get("cudagraph_skips_before_observing") or 0
+    if before and meta.get("backend") == "torch.compile":
+        return [Finding(
+            "warning", "graphed",
+            f"{title}: no call went through torch's CUDA graph trees while observing; torch had skipped CUDA "
+            f"graphs {before} time{'s' if before != 1 else ''} in this process before observing began (a graph "
+            "it skipped runs eagerly, outside its trees, and is not seen)",
+            [], {"calls": 0, "replayed": 0, "skips_before_observing": before}, OBSERVE_FIRST_CALL,
+        )]
+    return []
+
+
+def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) -> list[Finding]:
     per_function = _calls(steps, times)
     total = sum(sum(c.values()) for c in per_function.values())
     if not total:
-        return []
+        return _nothing_called(steps, meta or {})
     replayed = sum(c["execute"] for c in per_function.values())
     numbers = {
         "calls": total,
@@ -177,23 +219,107 @@ def fix_for(reason: str) -> str:
     return ""
 
 
+def stack_frames(text: str) -> list[dict]:
+    """The frames of a Python stack in torch's words, outermost first: file, line, function and
+    the code line under it ('' where none is written)."""
+    frames = []
+    for m in _FRAME.finditer(text):
+        code = (m["code"] or "").strip()
+        if code.startswith("File ") or not code.strip("^~ "):  # the next frame, or a caret line
+            code = ""
+        frames.append({"file": m["file"], "line": int(m["line"]), "function": m["function"], "code": code})
+    return frames
+
+
+def torch_skip(reason: str) -> Optional[dict]:
+    """torch's own message in a reason of an observed torch.compile run, parsed, or None.
+
+    torch ends most of its messages with the stack of the operation or input at fault ("Found from :
+    File "x.py", line N, in fn"); the innermost frame of it is the source line. Returns the cause
+    (torch's words, without its "skipping cudagraphs due to"), the input or operation it names, and
+    the source (file, line, function, code) where the message has one.
+    """
+    at = reason.find(SKIPPED)
+    if at < 0:
+        return None
+    message = reason[at + len(SKIPPED):]
+    found = _STACK_START.search(message)
+    head, stack = (message[: found.start()], message[found.end():]) if found else (message, "")
+    cause = _SKIP_PREFIX.sub("", head.strip().split("\n")[0]).strip().rstrip(".").strip()
+    frames = stack_frames(stack)
+    names = _INPUT.search(message)
+    operation = _OPERATION.search(head)
+    return {
+        "cause": cause,
+        "input": next((g for g in names.groups() if g), None) if names else None,
+        "operation": next((g for g in operation.groups() if g), None) if operation else None,
+        "source": frames[-1] if frames else None,
+    }
+
+
+def _where(source: Optional[dict]) -> str:
+    if not source:
+        return ""
+    code = f": {source['code']}" if source["code"] else ""
+    return f", at {source['file']}:{source['line']} in {source['function']}{code}"
+
+
 def _eager_groups(steps: list[Step], times: list[int]) -> list[Finding]:
-    """Eager fallbacks grouped by function and reason (addresses and counts aside)."""
-    groups: dict[tuple, list[tuple[Step, int]]] = defaultdict(list)
+    """Eager fallbacks grouped by function and reason (addresses and counts aside).
+
+    Where a reason holds torch's own skip message, the group is what torch skipped for and the
+    source line it names, and the finding says both. A skip message joined to no call of the
+    trace is one decision, not a call. A call whose graph torch said why about before observing
+    began says so, and how to see the rest.
+    """
+    groups: dict[tuple, list[tuple[Step, int, Optional[dict]]]] = defaultdict(list)
     for step, n in zip(steps, times):
-        if step.kind == "eager":
-            groups[step.function, _VARYING.sub("#", step.reason.split("\n")[0])].append((step, n))
+        if step.kind != "eager":
+            continue
+        skip = torch_skip(step.reason)
+        if skip is not None:
+            source = skip["source"]
+            key = (step.function, "skip", _VARYING.sub("#", skip["cause"]),
+                   None if source is None else (source["file"], source["line"]))
+        else:
+            key = (step.function, _VARYING.sub("#", step.reason.split("\n")[0]))
+        groups[key].append((step, n, skip))
     out = []
-    for (function, _), members in groups.items():
-        calls = sum(n for _, n in members)
-        first = members[0][0]
+    for key, members in groups.items():
+        function = key[0]
+        calls = sum(n for _, n, _ in members)
+        first, _, skip = members[0]
+        evidence = [s.index for s, _, _ in members][:20]
+        times_ = f"{calls} time{'s' if calls != 1 else ''}"
+        if skip is not None:
+            what = f"torch skipped CUDA graphs due to {skip['cause']}{_where(skip['source'])}"
+            numbers = {"function": function, "calls": calls if function else 0, "cause": skip["cause"],
+                       "input": skip["input"], "operation": skip["operation"], "source": skip["source"]}
+            if function:
+                title = f"{function} ran eagerly {times_}: {what}"
+            else:
+                numbers["decisions"] = calls
+                title = f"{what} (joined to no call in this trace)"
+            out.append(Finding("warning", "eager", title, evidence, numbers, fix_for(first.reason)))
+            continue
         who = function or "a call"
         why = first.reason.splitlines()[0]
-        why = why.split(" runs eagerly: ", 1)[-1] if function and why.startswith(function) else why
+        for said in (" runs eagerly: ", " ran eagerly: "):
+            if function and why.startswith(function + said):
+                why = why[len(function + said):]
+        if BEFORE_OBSERVING in why:
+            known = why.split(BEFORE_OBSERVING, 1)[0].rstrip(" ;.")
+            fix = fix_for(known)
+            out.append(Finding(
+                "warning", "eager",
+                f"{who} ran eagerly {times_}: {known}; {BEFORE_OBSERVING}, so its message is not in this trace",
+                evidence, {"function": function, "calls": calls, "decided": "before observing"},
+                OBSERVE_FIRST_CALL + (f"; then: {fix}" if fix else ""),
+            ))
+            continue
         out.append(Finding(
-            "warning", "eager", f"{who} ran eagerly {calls} time{'s' if calls != 1 else ''}: {why}",
-            [s.index for s, _ in members][:20], {"function": function, "calls": calls},
-            fix_for(first.reason),
+            "warning", "eager", f"{who} ran eagerly {times_}: {why}",
+            evidence, {"function": function, "calls": calls}, fix_for(first.reason),
         ))
     return out
 
@@ -285,11 +411,11 @@ def _pending_backward(steps: list[Step]) -> list[Finding]:
     )]
 
 
-def _shapes(trace: Trace) -> list[Finding]:
+def _shapes(trace: Trace, steps: list[Step]) -> list[Finding]:
     """Functions with graphs for several input signatures, and the pool memory their outputs hold."""
     snap = trace.last_snapshot()
     if snap is None:
-        return []
+        return _recompiles(steps)
     graphs: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for node in snap.nodes:
         if node.kind == "graph" and node.signature.startswith("("):  # cgviz's "(float32[2, 8], ...)"
@@ -302,7 +428,7 @@ def _shapes(trace: Trace) -> list[Finding]:
             sig: sum(o.nbytes for n in nodes for o in n.outputs if o.alias_of is None) for sig, nodes in by_signature.items()
         }
         first = min(n.id for nodes in by_signature.values() for n in nodes)
-        evidence = [s.index for s in trace.steps if s.kind == "record" and s.function == function]
+        evidence = [s.index for s in steps if s.kind == "record" and s.function == function]
         out.append(Finding(
             "info", "shapes", f"{function} has graphs for {len(by_signature)} input signatures",
             evidence[:20] or [0], {"function": function, "signatures": len(by_signature),
@@ -310,20 +436,56 @@ def _shapes(trace: Trace) -> list[Finding]:
                                    "output_bytes": memory, "first_node": first},
             "pad or bucket inputs to a few shapes if the number keeps growing",
         ))
-    return out + _recompiles(trace)
+    return out + _recompiles(steps)
 
 
 _COMPILE_ID = re.compile(r"\(compile id (\d+)/(\d+)\)")
+# the compile id in an observed graph's name: "fn [0/1] (inference)"
+_NAME_ID = re.compile(r" \[[^\]]*\]")
 
 
-def _recompiles(trace: Trace) -> list[Finding]:
+def graph_name(function: str, compile_id: str) -> str:
+    """A compiled graph's name as the observer of torch.compile writes it: its function's name,
+    torch's compile id in brackets, then the mode ("fn [1/0] (inference)")."""
+    name, paren, mode = function.partition(" (")
+    return f"{name} [{compile_id}]" + (f" ({mode}" if paren else "")
+
+
+def _graphs_told_apart(steps: list[Step]) -> list[Step]:
+    """Steps whose function names tell torch.compile's graphs apart.
+
+    The observer names each compiled graph with its compile id ("fn [0/0] (inference)",
+    "fn [1/0] (inference)"). Traces recorded before it did gave every graph torch's name for
+    its code, so both sides of a graph break read "partition_0 (inference)". Their record
+    steps carry the compile id, and execute steps the recorded node: those steps are named
+    apart here when one name covers graphs of several frames. Warmup and eager steps name no
+    compiled graph and keep the shared name.
+    """
+    compile_ids: dict[int, str] = {}
+    frames: dict[str, set] = defaultdict(set)
+    for step in steps:
+        m = _COMPILE_ID.search(step.reason) if step.kind == "record" and step.function else None
+        if m and "[" not in step.function and step.node is not None:
+            compile_ids[step.node] = f"{m.group(1)}/{m.group(2)}"
+            frames[step.function].add(m.group(1))
+    shared = {function for function, seen in frames.items() if len(seen) > 1}
+    if not shared:
+        return steps
+    return [
+        replace(s, function=graph_name(s.function, compile_ids[s.node]))
+        if s.function in shared and s.kind in ("record", "execute") and s.node in compile_ids else s
+        for s in steps
+    ]
+
+
+def _recompiles(steps: list[Step]) -> list[Finding]:
     """Observed torch.compile runs: one function compiled again (compile ids F/0, F/1, ...), each
     compilation recorded as graphs of its own; a different frame F is another graph (a break)."""
     groups: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for step in trace.steps:
+    for step in steps:
         m = _COMPILE_ID.search(step.reason) if step.kind == "record" and step.function else None
         if m:
-            groups[step.function, m.group(1)][m.group(2)].append(step.index)
+            groups[_NAME_ID.sub("", step.function), m.group(1)][m.group(2)].append(step.index)
     out = []
     for (function, frame), by_recompile in sorted(groups.items()):
         if len(by_recompile) < 2:
@@ -339,6 +501,23 @@ def _recompiles(trace: Trace) -> list[Finding]:
             "or pad or bucket inputs to a few shapes",
         ))
     return out
+
+
+def _before_observing(steps: list[Step], meta: dict) -> list[Finding]:
+    """Observed torch.compile runs: graphs compiled and first called before observing began.
+    Their warmups, and any decision torch took then, are not in the trace."""
+    before = meta.get("compiled_before_observing") or []
+    if not before:
+        return []
+    evidence = [next(s.index for s in steps if s.function == name) for name in before
+                if any(s.function == name for s in steps)]
+    n = len(before)
+    return [Finding(
+        "info", "before_observing",
+        f"{n} compiled graph{'s were' if n != 1 else ' was'} compiled and first called before observing began "
+        f"({', '.join(before)}): {'their' if n != 1 else 'its'} first calls, and any decision torch took then, are "
+        "not in this trace", sorted(evidence)[:20], {"functions": list(before)}, OBSERVE_FIRST_CALL,
+    )]
 
 
 def _pool(trace: Trace) -> list[Finding]:

@@ -1,7 +1,11 @@
 """torch.compile(mode="reduce-overhead") runs that go wrong in the ways users ask about, observed
-and diagnosed: re-recording for many shapes, a mutated input, an op with a data-dependent shape,
-two forwards before their backwards, an output used after the next training step, a graph break.
+and diagnosed: re-recording for many shapes, a mutated input (observed from its first call, and
+compiled before observing began), an op with a data-dependent shape, two forwards before their
+backwards, an output used after the next training step, a graph break.
 With CGVIZ_TRACE_DIR set, each trace is kept as data (cgviz/data/torch) for machines without a GPU."""
+
+import inspect
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +15,13 @@ from cgviz.observe.torch_compile import observe_torch
 from test_observe_torch import fresh_dynamo, save  # noqa: F401  (fresh_dynamo: autouse fixture)
 
 DEV = "cuda"
+HERE = Path(__file__).name
+
+
+def line_of(fn, text):
+    """The line number of `text` in fn's source."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def keep(trace, name):
@@ -37,17 +48,62 @@ def test_many_shapes():
     assert d.of("shapes") or d.of("rerecord")
 
 
-def test_mutated_input():
-    def bump(x):
-        x.add_(1)
-        return x * 2
+def bump(x):
+    x.add_(1)
+    return x * 2
 
+
+def test_mutated_input():
     compiled = torch.compile(bump, mode="reduce-overhead")
     with torch.no_grad(), observe_torch() as trace:
         for _ in range(4):
             compiled(torch.zeros(8, device=DEV))
     d = keep(trace, "mutated_input")
-    assert len(d) > 0
+    assert d.text().splitlines()[0].startswith("error: no call of this run was replayed")
+    # torch's message, with the source line it names, joined to every call it affected
+    (skip,) = d.of("eager")
+    eager = [s for s in trace.steps if s.kind == "eager"]
+    assert skip.evidence == [s.index for s in eager] and skip.numbers["calls"] == 4
+    assert skip.numbers["function"].startswith("bump [0/0]") and "mutated inputs" in skip.numbers["cause"]
+    line = line_of(bump, "x.add_(1)")
+    assert Path(skip.numbers["source"]["file"]).name == HERE and skip.numbers["source"]["line"] == line
+    assert f"{HERE}:{line} in bump: x.add_(1)" in skip.title
+    assert "compiled_before_observing" not in trace.meta
+
+
+def test_mutated_input_compiled_before_observing_says_so():
+    compiled = torch.compile(bump, mode="reduce-overhead")
+    with torch.no_grad():
+        compiled(torch.zeros(8, device=DEV))  # compiled, and torch's decision said, before observing
+        with observe_torch() as trace:
+            for _ in range(3):
+                compiled(torch.zeros(8, device=DEV))
+    eager = [s for s in trace.steps if s.kind == "eager"]
+    assert eager and all("before observing began" in s.reason and "Found from" not in s.reason for s in eager)
+    assert "mutates inputs the tree does not manage" in eager[0].reason
+    assert trace.meta["compiled_before_observing"] == [eager[0].function]
+    d = cgviz.diagnose(trace)
+    (skip,) = d.of("eager")
+    assert skip.numbers["decided"] == "before observing"
+    assert "enter cgviz.observe_torch() before the first call" in skip.suggestion
+    assert d.of("before_observing")
+
+
+def test_cpu_input_compiled_before_observing_is_counted():
+    def fn(x, scale):
+        return x * 2 + scale.to(x.device)
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    x = torch.randn(8, device=DEV)
+    patch = {"graph_partition": False} if hasattr(torch._inductor.config, "graph_partition") else {}
+    with torch._inductor.config.patch(patch), torch.no_grad():
+        compiled(x, torch.ones(8))  # torch skips CUDA graphs for it here, before observing
+        with observe_torch() as trace:
+            compiled(x, torch.ones(8))
+    assert trace.steps == [] and trace.meta["cudagraph_skips_before_observing"] >= 1
+    first = cgviz.diagnose(trace).findings[0]
+    assert first.kind == "graphed" and "before observing began" in first.title
+    assert "before the first call" in first.suggestion
 
 
 def test_data_dependent_shape():
@@ -105,7 +161,15 @@ def test_graph_break_splits_the_model():
     with torch.no_grad(), observe_torch() as trace:
         for _ in range(4):
             compiled(torch.randn(16, 16, device=DEV))
-    keep(trace, "graph_break")
+    d = keep(trace, "graph_break")
     records = [s for s in trace.steps if s.kind == "record"]
-    # two compiled graphs, one on each side of the break (torch names both partition_0)
+    # two compiled graphs, one on each side of the break (torch names the code of both partition_0)
     assert {s.reason.split("compile id ")[-1] for s in records} == {"0/0)", "1/0)"}
+    names = {s.function for s in records}
+    assert len(names) == 2 and {n for n in names if "[0/0]" in n} and {n for n in names if "[1/0]" in n}
+    # every call is of one of the two graphs, by name, warmups included
+    calls = {s.function for s in trace.steps if s.kind in ("warmup", "record", "execute")}
+    assert calls == names
+    (coverage,) = d.of("coverage")
+    assert set(coverage.numbers["per_function"]) == names
+    assert not d.of("shapes") and not d.of("rerecord")

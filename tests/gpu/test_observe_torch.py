@@ -1,11 +1,13 @@
 """cgviz.observe_torch on real torch.compile(mode="reduce-overhead") trees."""
 
+import inspect
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
+import cgviz
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe.torch_compile import observe_torch
 
@@ -14,7 +16,10 @@ DEV = "cuda"
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
+    """Each test compiles from scratch; torch's count of CUDA graph skips starts at 0 (a trace
+    notes the skips torch made before observing began)."""
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     yield
     torch._dynamo.reset()
 
@@ -124,11 +129,12 @@ def test_dynamic_shapes_make_several_roots_and_rerecord_reasons():
     assert trace_shape(snap) == walk_shape(manager())
 
 
-def test_cpu_input_skip_reason_is_recorded():
-    def fn(x, scale):
-        return (x * 2).sum(0) + scale.to(x.device)
+def scaled(x, scale):
+    return (x * 2).sum(0) + scale.to(x.device)
 
-    compiled = torch.compile(fn, mode="reduce-overhead")
+
+def test_cpu_input_skip_reason_is_recorded():
+    compiled = torch.compile(scaled, mode="reduce-overhead")
     x = torch.randn(8, 8, device=DEV)
     # without graph partitioning (newer torch splits CPU work out of the graph), torch skips
     # CUDA graphs for a function with a CPU input, and says why
@@ -139,6 +145,16 @@ def test_cpu_input_skip_reason_is_recorded():
     save(trace, "cpu_input")
     eager = [s for s in trace.steps if s.kind == "eager"]
     assert eager and "skipping cudagraphs" in eager[0].reason.lower(), [s.reason for s in trace.steps]
+    # torch decided while compiling; each of the three calls is joined to its message
+    assert sum(s.repeat for s in eager) == 3 and {s.function for s in eager} == {"scaled [0/0] (inference)"}
+    lines, first = inspect.getsourcelines(scaled)
+    line = first + next(i for i, text in enumerate(lines) if "scale.to(x.device)" in text)
+    diagnosis = cgviz.diagnose(trace)
+    assert diagnosis.text().startswith("error: no call of this run was replayed")
+    (skip,) = diagnosis.of("eager")
+    assert skip.numbers["calls"] == 3 and skip.numbers["input"]
+    assert Path(skip.numbers["source"]["file"]).name == Path(__file__).name and skip.numbers["source"]["line"] == line
+    assert f":{line} in scaled" in skip.title
 
 
 def test_use_after_overwrite_is_an_error_step():
