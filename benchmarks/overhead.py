@@ -91,8 +91,14 @@ def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:
 
     import cgviz
 
-    for level in (None, "events", "full"):
-        tree = cgviz.Tree("cuda", trace=level)
+    # trace levels, and what a profile (kernels, CUDA-event times) and kept values add at "full"
+    configs = {
+        "None": {"trace": None}, "events": {"trace": "events"}, "events_profile": {"trace": "events", "profile": True},
+        "full_no_profile": {"trace": "full", "profile": False}, "full": {"trace": "full"},
+        "full_values": {"trace": "full", "values": True},
+    }
+    for level, options in configs.items():
+        tree = cgviz.Tree("cuda", **options)
         wrapped = tree.wrap(fn, name="f")
         for _ in range(5):
             wrapped(x)  # warmup, record, then replays
@@ -119,7 +125,7 @@ def main(argv=None) -> int:
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.repeats):
         for name, step in runs.items():
-            calls = args.calls if not name.endswith("full") else max(args.calls // 20, 50)
+            calls = args.calls if "full" not in name else max(args.calls // 20, 50)
             samples[name].append(per_call_us(step, calls, 1))
     medians = {name: round(statistics.median(v), 2) for name, v in samples.items()}
     for level, tree in trees.items():
@@ -145,6 +151,9 @@ def main(argv=None) -> int:
             "cgviz_None_vs_eager": round(base / medians["eager"], 3),
             "cgviz_events_vs_None": round(medians["cgviz_trace_events"] / base, 3),
             "cgviz_full_vs_None": round(medians["cgviz_trace_full"] / base, 3),
+            "cgviz_events_profile_vs_events": round(medians["cgviz_trace_events_profile"] / medians["cgviz_trace_events"], 3),
+            "cgviz_full_vs_full_no_profile": round(medians["cgviz_trace_full"] / medians["cgviz_trace_full_no_profile"], 3),
+            "cgviz_full_values_vs_full": round(medians["cgviz_trace_full_values"] / medians["cgviz_trace_full"], 3),
             "torch_tree_manager_vs_raw_copy_replay": round(medians["torch_tree_manager"] / medians["raw_copy_replay"], 3),
         },
         "goals": {"cgviz_None_vs_raw_copy_replay": "<= 1.5", "cgviz_None_vs_torch_tree_manager": "<= 0.6"},

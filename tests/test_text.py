@@ -35,7 +35,7 @@ def test_a_long_path_is_shortened_in_the_middle():
 
 def test_output_rows_put_the_state_second_to_the_index_and_word_undescribed_outputs():
     o = OutputView(index=1, shape=[3, 4], dtype="float32", nbytes=48, address=0x7F00, state="invalid")
-    assert output_row(o) == [1, "invalid", "[3, 4]", "float32", "48 B", "0x7f00", ""]
+    assert output_row(o) == [1, "invalid", "[3, 4]", "float32", "48 B", "0x7f00", "", ""]
     bare = OutputView(index=0, shape=[], dtype="", nbytes=0, address=None, state="live")
     assert output_row(bare)[2] == "not recorded"
 

@@ -98,6 +98,35 @@ def storage_use_count(storage_id: int) -> int:
     return _C._storage_Use_Count(storage_id)
 
 
+def inspectable_graph() -> Any:
+    """A CUDAGraph that keeps its cudaGraph_t after instantiation, so that `graph_dot` can print
+    it (torch's debug mode; `keep_graph=True` where torch has it, as recent releases need)."""
+    try:
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:  # releases before keep_graph kept the graph in debug mode alone
+        graph = torch.cuda.CUDAGraph()
+    graph.enable_debug_mode()
+    return graph
+
+
+def graph_dot(graph: Any) -> str:
+    """The DOT text CUDA writes for a captured graph (`cudaGraphDebugDotPrint`), '' if none."""
+    import os
+    import tempfile
+    import warnings
+
+    fd, path = tempfile.mkstemp(suffix=".dot")
+    os.close(fd)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns "DEBUG: calling debug_dump()" on each call
+            graph.debug_dump(path)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    finally:
+        os.unlink(path)
+
+
 def storage_id(storage: Any) -> int:
     """A stable integer identity of an UntypedStorage's StorageImpl."""
     return storage._cdata

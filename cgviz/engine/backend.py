@@ -58,6 +58,7 @@ class RunResult:
     input_buffers: Optional[dict[int, int]] = None  # input index -> pool address (record only)
     capture_blocker: Optional[str] = None  # warmup only: why this function cannot be captured
     mutated: frozenset[int] = frozenset()  # inputs the run wrote in place (warmup only)
+    kernels: Optional[list] = None  # record only, when asked: the graph's nodes, [[name, count], ...]
 
 
 @dataclass
@@ -105,6 +106,10 @@ class Backend(Protocol):
         when they die; `dead_addresses`, allocated in `state`, are freed now."""
 
     def segments(self) -> list[RawSegment]: ...
+
+    def timer(self) -> Any:
+        """Times runs for the profile: ``start() -> token``, ``stop(token) -> handle``,
+        ``read(handle, wait) -> µs or None`` (None: not done yet), and a ``clock`` name."""
 
 
 def make_backend(device: str) -> "Backend":

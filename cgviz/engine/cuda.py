@@ -26,6 +26,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from cgviz.engine import _torch_compat as compat
 from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult, describe_exception
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
+from cgviz.engine.kernels import kernel_counts
+from cgviz.engine.profile import CudaTimer
 from cgviz.engine.watch import RunWatcher, rebase
 
 _REQUIRED = (
@@ -183,6 +185,7 @@ class CudaBackend:
         self._build = compat.tensor_builder(self.device)
         self._caches: "weakref.WeakSet[CachedOutput]" = weakref.WeakSet()
         self.capture_disabled: Optional[str] = None  # why no capture can begin in the pool any more
+        self.read_kernels = False  # set by the tree: keep each graph's nodes (kernels) when recording
         with torch.cuda.device(self.device):
             self.pool = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(self.device)
@@ -192,6 +195,9 @@ class CudaBackend:
                 warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
                 with torch.cuda.graph(self._keepalive, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
                     pass
+
+    def timer(self) -> CudaTimer:
+        return CudaTimer(self.device)
 
     def describe(self) -> dict:
         return {
@@ -264,12 +270,13 @@ class CudaBackend:
         with self._in_pool():
             for i in copy_inputs:
                 buffers[i] = inputs[i] = input_buffer(inputs[i], self.device)
-        graph = torch.cuda.CUDAGraph()
+        graph = compat.inspectable_graph() if self.read_kernels else torch.cuda.CUDAGraph()
         # refused before CUDA sees it: a capture CUDA breaks leaves torch's allocators recording
         watcher = RunWatcher(refuse_host_sync=True)
         with _no_garbage_collection(), torch.cuda.device(self.device), _cublas_workspaces_cleared():
             out = self._capture(graph, fn, inputs, watcher)
         graph.replay()  # capture ran no kernels: compute the outputs once
+        kernels = kernel_counts(compat.graph_dot(graph)) if self.read_kernels else None
         leaves, spec = tree_flatten(out)
         infos, plan = self._describe(leaves, inputs, watcher.new_storages)
         groups = {}
@@ -299,7 +306,7 @@ class CudaBackend:
         cuda_graph.expanded = any(cuda_graph.copy_dims)
         cuda_graph.copy_dst = [collapse(buffers[i], d) for i, d in zip(copy_inputs, cuda_graph.copy_dims)]
         cuda_graph.single = isinstance(out, torch.Tensor) and plan[0][0] == "pool"
-        return RunResult(out, infos, cuda_graph, input_buffers)
+        return RunResult(out, infos, cuda_graph, input_buffers, kernels=kernels)
 
     def _capture(self, graph: torch.cuda.CUDAGraph, fn: Callable, inputs: list, watcher: RunWatcher) -> Any:
         """Capture `fn(*inputs)` into `graph` on the tree's stream, in the tree's pool.

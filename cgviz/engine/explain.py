@@ -51,6 +51,20 @@ def render_tree(tree: "Tree") -> str:
     return "\n".join(out)
 
 
+def _profile_lines(profile: dict) -> list[str]:
+    """Each recorded graph's times and kernels (Tree(profile=True))."""
+    from cgviz.views.text import kernel_summary, time_line
+
+    out = []
+    for node_id, entry in profile.items():
+        if entry.get("kind") != "graph":
+            continue
+        parts = [p for p in (time_line(entry), kernel_summary(entry["kernels"]) if entry.get("kernels") else "") if p]
+        if parts:
+            out.append(f"  node {node_id} {entry.get('function')}: " + " · ".join(parts))
+    return ["profile:"] + out if out else []
+
+
 def explain(tree: "Tree") -> str:
     label = f" {tree.name!r}" if tree.name else ""
     lines = [f"cgviz tree{label} on {tree.backend.name} · generation {tree.generation} · state {tree.state}"]
@@ -71,6 +85,7 @@ def explain(tree: "Tree") -> str:
     for why in eager:
         lines.append(f"eager: {why}")
     lines.append(render_tree(tree))
+    lines += _profile_lines(tree.trace.meta.get("profile") or {})
     steps = tree.trace.steps[-LAST_STEPS:]
     if steps:
         lines.append("last decisions:")

@@ -55,6 +55,7 @@ class Node:
     input_buffers: dict[int, int] = field(default_factory=dict)
     checkpoint: Any = None
     refs: Optional[list] = None  # the liveness refs of the latest replay, as the backend gave them
+    values: Optional[list] = None  # Tree(values=True): each tensor output's summary after the latest run
 
     @property
     def path(self) -> list["Node"]:

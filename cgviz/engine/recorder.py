@@ -125,7 +125,9 @@ def _node_view(n: "Node") -> NodeView:
             state = "invalid"
         else:
             state = "live" if leaf.ref.alive() else "dead"
-        outputs.append(OutputView(i, list(leaf.shape), leaf.dtype, leaf.nbytes, leaf.address, state, leaf.alias_of))
+        values = n.values[i] if n.values is not None and i < len(n.values) else None
+        outputs.append(OutputView(i, list(leaf.shape), leaf.dtype, leaf.nbytes, leaf.address, state, leaf.alias_of,
+                                  values))
     return NodeView(
         id=n.id,
         function=n.variant.label,

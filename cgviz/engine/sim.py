@@ -21,6 +21,7 @@ from cgviz.engine._torch_compat import storage_id, storage_use_count
 from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.pool_model import PoolModel
+from cgviz.engine.profile import WallTimer
 from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
 from cgviz.engine.watch import CaptureBroken, RunWatcher, rebase
 
@@ -82,6 +83,9 @@ class SimBackend:
         self._tracked: dict[int, Any] = {}  # pool address -> liveness (an object with .alive())
 
     # -- facts -----------------------------------------------------------------------------
+    def timer(self) -> WallTimer:
+        return WallTimer()
+
     def describe(self) -> dict:
         return {"backend": "sim", "device": "cpu (simulated CUDA pool)", "torch": torch.__version__}
 

@@ -24,6 +24,7 @@ from collections import Counter
 from typing import Any, Callable, Optional
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from cgviz.engine.backend import CaptureUnsupported, describe_exception, make_backend
 from cgviz.engine.function import (
@@ -37,6 +38,7 @@ from cgviz.engine.function import (
     signature_key,
 )
 from cgviz.engine.node import Node
+from cgviz.engine.profile import Profiler, value_summary
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
 from cgviz.trace.model import safe_text
@@ -49,13 +51,19 @@ OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten b
 class Tree:
     """A CUDA graph tree: functions recorded into graphs sharing one memory pool.
 
-    device: "auto" (cuda when available, else sim), "sim", "cuda" or "cuda:N".
-    trace: None (record nothing), "events" (steps) or "full" (steps and a snapshot after each).
-    rerecord_limit: re-recordings of a function under one node because an input that was an
-        output of the path moved, before it runs eagerly there (torch's
-        cudagraph_unexpected_rerecord_limit, 128 by default). A moved static input is recorded
-        again without limit, as in torch.
-    shape_limit: distinct input signatures of one function that get graphs; more run eagerly.
+    - device: "auto" (cuda when available, else sim), "sim", "cuda" or "cuda:N".
+    - trace: None (record nothing), "events" (steps) or "full" (steps and a snapshot after each).
+    - rerecord_limit: re-recordings of a function under one node because an input that was an
+      output of the path moved, before it runs eagerly there (torch's
+      cudagraph_unexpected_rerecord_limit, 128 by default). A moved static input is recorded
+      again without limit, as in torch.
+    - shape_limit: distinct input signatures of one function that get graphs; more run eagerly.
+    - profile: time each replay and eager run (CUDA events on cuda, read without a sync per
+      call) and keep each graph's kernels, in ``trace.meta["profile"]``; default: on at
+      trace="full".
+    - values: keep a small summary of every output's values after each run (first elements,
+      min / max / mean, NaN and Inf counts) in the snapshots; needs trace="full"; costs a
+      host sync per output.
 
     A tree may be called from several threads: calls are serialised (one runs at a time,
     the others wait), so no call sees another half done. A tree function called from inside
@@ -71,9 +79,16 @@ class Tree:
         rerecord_limit: int = 128,
         shape_limit: int = 8,
         name: Optional[str] = None,
+        profile: Optional[bool] = None,
+        values: bool = False,
     ) -> None:
         if trace not in TRACE_LEVELS:
             raise ValueError(f"trace must be one of None, 'events', 'full', not {trace!r}")
+        for arg, value in (("profile", profile), ("values", values)):
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"{arg} must be True or False, not {type(value).__name__} ({value!r})")
+        if values and trace != "full":
+            raise ValueError(f"values=True keeps output values in snapshots: it needs trace='full', not {trace!r}")
         for arg, value in (("rerecord_limit", rerecord_limit), ("shape_limit", shape_limit)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{arg} must be an int, not {type(value).__name__} ({value!r})")
@@ -102,12 +117,20 @@ class Tree:
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
+        if profile is None:
+            profile = trace == "full"
+        self._profiler = Profiler(self.backend.timer()) if profile else None
+        self.backend.read_kernels = bool(profile)
+        self.values = values
         register(self)  # weakly, so %%cudagraph can see every tree's steps
 
     # -- public API ---------------------------------------------------------------------------
     @property
     def trace(self):
-        """The live Trace (grows with each step)."""
+        """The live Trace (grows with each step); with a profile, ``meta["profile"]`` is brought
+        up to date (waiting for timings still running on the device)."""
+        if self._profiler is not None and self._profiler.dirty:
+            self._recorder.meta["profile"] = self._profiler.table()
         return self._recorder.trace
 
     @property
@@ -448,8 +471,13 @@ class Tree:
         if self.state == "execution":
             self._restore_checkpoint()
         fn = variant.function
+        prof = self._profiler
+        token = prof.start() if prof is not None else None
         result = self.backend.warmup(fn.fn, args)
+        if prof is not None:
+            prof.ran_eagerly(variant.id, token, first=not variant.warmed_up)
         node = self._add_node("warmup", variant, result.leaves)
+        self._keep_values(node, result.outputs)
         if not variant.warmed_up:
             reason = f"first call of {variant.described}: run eagerly so lazy initialisation happens outside capture"
         else:
@@ -485,6 +513,9 @@ class Tree:
             variant.eager_reason = f"{variant.label} runs eagerly: {exc}"
             return self._eager(fn, variant, args, {}, variant.eager_reason, start)
         node = self._add_node("graph", variant, result.leaves)
+        if self._profiler is not None:
+            self._profiler.kernels_read(node, result.kernels)
+        self._keep_values(node, result.outputs)
         node.graph = result.graph
         node.copy_inputs = copy
         node.static_addresses = {i: self.backend.address(args[i]) for i in fn.static}
@@ -518,7 +549,15 @@ class Tree:
         return result.outputs
 
     def _execute(self, node: Node, args: tuple, start: float) -> Any:
-        outputs, refs = self.backend.replay(node.graph, args, node.copy_inputs)
+        prof = self._profiler
+        if prof is None:
+            outputs, refs = self.backend.replay(node.graph, args, node.copy_inputs)
+        else:
+            token = prof.start()
+            outputs, refs = self.backend.replay(node.graph, args, node.copy_inputs)
+            prof.replayed(node, token)
+        if self.values:
+            self._keep_values(node, outputs)
         if refs is not node.refs:  # backends hand out the same list while outputs are cached
             node.refs = refs
             for leaf, ref in zip(node.leaves, refs):
@@ -536,7 +575,11 @@ class Tree:
         return outputs
 
     def _eager(self, fn: TreeFunction, variant: Optional[Variant], args: tuple, kwargs: dict, reason: str, start: float):
+        prof = self._profiler if variant is not None else None
+        token = prof.start() if prof is not None else None
         out = fn.fn(*args, **kwargs)
+        if prof is not None:
+            prof.ran_eagerly(variant.id, token)
         self._recorder.step("eager", reason, function=variant.label if variant else fn.name, start=start)
         return out
 
@@ -546,6 +589,8 @@ class Tree:
         node = Node(self._next_node_id, kind, variant, parent, self.generation, leaves)
         self._next_node_id += 1
         self.nodes.append(node)
+        if self._profiler is not None:
+            self._profiler.node_added(node)
         self._restored_at = None
         if kind == "graph":
             siblings = self.roots if parent is None else parent.children
@@ -554,6 +599,12 @@ class Tree:
             parent.warmups.append(node)
         self.current = node
         return node
+
+    def _keep_values(self, node: Node, outputs: Any) -> None:
+        """With values=True: a small summary of each tensor output as this run left it."""
+        if self.values:
+            leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
+            node.values = [value_summary(t) for t in leaves]
 
     def _managed_inputs(self, args: tuple) -> dict[int, tuple[int, int, int]]:
         """Inputs that are live outputs of the current path: they stay in place, not copied."""

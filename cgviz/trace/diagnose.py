@@ -9,11 +9,12 @@ reworded: they already say what the tree decided and why.
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Optional
 
-from cgviz.views.text import format_bytes
+from cgviz.views.text import format_bytes, format_us
 from cgviz.trace.model import Snapshot, Step, Trace
 
 SEVERITIES = ("error", "warning", "info")
@@ -65,7 +66,7 @@ class Finding:
 
     severity: str  # "error" | "warning" | "info"
     kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes",
-    # "before_observing", "pool"
+    # "before_observing", "pool", "time"
     title: str
     evidence: list[int]  # indices of the stored steps it rests on, the first one to look at first
     numbers: dict = field(default_factory=dict)
@@ -116,6 +117,7 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += _shapes(trace, steps)
     findings += _before_observing(steps, trace.meta)
     findings += _pool(trace)
+    findings += _times(steps, trace.meta)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.kind != "graphed", order[f.severity]))
     return Diagnosis(findings)
@@ -535,6 +537,48 @@ def _pool(trace: Trace) -> list[Finding]:
         [peak_index], {"peak_reserved": peak.reserved_bytes, "reserved": last.reserved_bytes,
                        "allocated": last.allocated_bytes, "top_owners": dict(owners.most_common(3))},
     )]
+
+
+def _times(steps: list[Step], meta: dict) -> list[Finding]:
+    """Per function, from a profile (Tree(profile=True)): what a replay costs on the device
+    against an eager run of the same function, and against the whole call on the host (the
+    tree's own checks and the launch), where that is large."""
+    profile = meta.get("profile")
+    if not isinstance(profile, dict):
+        return []
+    per_fn: dict[str, list[dict]] = {}
+    for entry in profile.values():
+        if isinstance(entry, dict) and entry.get("kind") == "graph" and entry.get("replay_us") is not None:
+            per_fn.setdefault(str(entry.get("function")), []).append(entry)
+    out = []
+    for fn, entries in per_fn.items():
+        replay = statistics.median(e["replay_us"] for e in entries)
+        eager_entries = [e for e in entries if e.get("eager_us") is not None and not e.get("eager_is_first_call")]
+        eager = statistics.median(e["eager_us"] for e in eager_entries) if eager_entries else None
+        host = [s.duration / max(s.repeat, 1) * 1e6 for s in steps if s.kind == "execute" and s.function == fn]
+        call = statistics.median(host) if host else None
+        numbers = {"replay_us": round(replay, 3), "eager_us": eager, "call_us": None if call is None else round(call, 3),
+                   "clock": entries[0].get("clock")}
+        evidence = [s.index for s in steps if s.kind == "execute" and s.function == fn][:1]
+        sim = "" if entries[0].get("clock") == "CUDA events" else " (sim: CPU wall clock, not a GPU)"
+        if eager is not None:
+            ratio = eager / replay if replay > 0 else float("inf")
+            numbers["speedup"] = round(ratio, 2)
+            title = f"{fn}: a replay takes {format_us(replay)} against {format_us(eager)} eager ({ratio:.1f}×){sim}"
+            severity, fix = "info", ""
+            if ratio < 1.0:
+                severity = "warning"
+                fix = (f"graphing {fn} does not pay: its kernels are long enough that launching them one by one "
+                       "costs little; leave it out of the graphed region or give it larger work per call")
+        else:
+            title = f"{fn}: a replay takes {format_us(replay)}{sim}; no eager run after its first was timed"
+            severity, fix = "info", ""
+        if call is not None and call > 2 * replay and call - replay > 20:
+            title += f"; the call takes {format_us(call)} on the host"
+            fix = fix or ("the call costs more on the host than its replay on the device: graph more work per call "
+                          "(fewer, larger graphed functions), or check that inputs are static where they can be")
+        out.append(Finding(severity, "time", title, evidence, numbers, fix))
+    return out
 
 
 def diagnose_any(source: Any) -> Diagnosis:

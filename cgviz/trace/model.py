@@ -47,6 +47,7 @@ class OutputView:
     address: Optional[int]
     state: OutputState
     alias_of: Optional[str] = None  # "input 0", "output 1", "external" or None (own pool memory)
+    values: Optional[dict] = None  # Tree(values=True): head, min, max, mean, nan, inf after the run
 
     @property
     def described(self) -> bool:
@@ -131,6 +132,10 @@ class Step:
     beside a profiler trace; None where it was not measured (traces saved before it
     existed, replays torch.compile's observer notes without a clock). A folded block's
     steps keep the start of their first occurrence.
+
+    `rank` is None but in a trace of several ranks merged into one (`cgviz.merge`): there, it is
+    the rank whose tree made the decision, and node ids, generations and the snapshot are that
+    rank's ((rank, node) names a node).
     """
 
     index: int
@@ -146,6 +151,7 @@ class Step:
     invalidated: list[list[int]] = field(default_factory=list)  # [node, output] pairs
     snapshot: Optional[Snapshot] = None
     start: Optional[float] = None  # seconds since the Unix epoch; last, so positional use is unchanged
+    rank: Optional[int] = None  # the rank whose tree decided, in a merged multi-rank trace (cgviz.merge); last
 
     def headline(self) -> str:
         """A one-line description: 'record g → node 3 · generation 2' (`views.text.headline`)."""

@@ -17,7 +17,9 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.trace.diagnose import SEVERITIES, diagnose
-from cgviz.views.text import REPEATS_NOTE, format_bytes, generation_banner, output_row, path_line
+from cgviz.views.text import (
+    REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line, time_line,
+)
 from cgviz.views.style import STEP_COLORS, css_variables
 from cgviz.views.page_store import SvgKind, SvgStore, linear, namespace_ids, runs, strip_prolog
 from cgviz.views.pool_data import POOL_LISTS, WIDENED_NOTE, PoolData
@@ -44,6 +46,7 @@ _DOT_NODE_S = 0.0011
 TIMELINE_SIZE = (14.0, 1.9)
 
 _META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")
+_NOT_SHOWN = ("profile",)  # meta keys the header leaves out: the node panel shows the profile
 _LISTS = ("lines", "trees", "nodes", "snaps", "banners") + POOL_LISTS
 
 
@@ -101,7 +104,7 @@ class PageData:
             "notices": self.notices + ([empty] if steps and empty else []),
             "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
             "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
-            "css": css_variables(), "repeats": REPEATS_NOTE,
+            "css": css_variables(), "repeats": REPEATS_NOTE, "profile": self._profile(),
         }
 
     def grow(self, start: int) -> None:
@@ -288,12 +291,24 @@ class PageData:
         """``meta`` ([key, text] pairs), ``count`` (the steps, and calls when repeats were folded)
         and ``kinds`` ([kind, count] for the kinds that occur)."""
         meta = self.trace.meta
-        keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER)
+        keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER and k not in _NOT_SHOWN)
         items = [[k, v if isinstance(meta[k], str) else json.dumps(v, ensure_ascii=False)]
                  for k, v in ((k, meta[k]) for k in keys)]
         n, calls = len(self.trace.steps), self.trace.calls
         count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} calls, repeats counted)" if calls != n else "")
         return {"meta": items, "count": count, "kinds": [[k, v] for k, v in self.trace.counts().items() if v]}
+
+    def _profile(self) -> dict:
+        """Per node id: its times in words and its graph's kernels (short names, counts) from
+        ``trace.meta["profile"]`` (`Tree(profile=True)`)."""
+        out = {}
+        for node_id, entry in (self.trace.meta.get("profile") or {}).items():
+            if not isinstance(entry, dict):
+                continue
+            kernels = entry.get("kernels") or []
+            out[str(node_id)] = {"time": time_line(entry),
+                                 "kernels": [[kernel_label(str(name)), count, str(name)] for name, count in kernels]}
+        return out
 
     def _findings(self) -> list[dict]:
         """`cgviz.diagnose`'s findings as plain data, errors first then warnings then infos:

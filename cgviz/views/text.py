@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import textwrap
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 if TYPE_CHECKING:
     from cgviz.trace.model import OutputView, Snapshot, Step, Trace
 
 __all__ = [
     "format_bytes", "plural", "headline", "generation_banner", "output_row", "path_line", "REPEATS_NOTE",
-    "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines",
+    "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines", "format_us", "time_line", "time_lines", "kernel_label",
+    "kernel_summary", "value_text",
 ]
 
 #: The words for a step kind counted in a summary ("3 replays").
@@ -57,8 +58,10 @@ def plural(n: int, word: str) -> str:
 
 
 def headline(step: "Step") -> str:
-    """A step in one line: 'record g → node 3 · generation 2' (· ×N for folded repeats)."""
-    text = step.kind + (f" {step.function}" if step.function else "")
+    """A step in one line: 'record g → node 3 · generation 2' (· ×N for folded repeats); in a
+    merged multi-rank trace, its rank first: 'rank 1 · record g → node 3 · generation 2'."""
+    rank = getattr(step, "rank", None)
+    text = (f"rank {rank} · " if rank is not None else "") + step.kind + (f" {step.function}" if step.function else "")
     if step.node is not None:
         text += f" → node {step.node}"
     text += f" · generation {step.generation}"
@@ -83,9 +86,9 @@ def output_row(o: "OutputView") -> list:
     address, alias."""
     address = "" if o.address is None else f"{o.address:#x}"
     if not o.described:  # torch keeps no metadata for the outputs of its warmup runs
-        return [o.index, o.state, "not recorded", "", "", address, o.alias_of or ""]
+        return [o.index, o.state, "not recorded", "", "", address, o.alias_of or "", value_text(o.values)]
     shape = "[" + ", ".join(str(d) for d in o.shape) + "]"
-    return [o.index, o.state, shape, o.dtype, format_bytes(o.nbytes), address, o.alias_of or ""]
+    return [o.index, o.state, shape, o.dtype, format_bytes(o.nbytes), address, o.alias_of or "", value_text(o.values)]
 
 
 def path_line(snap: "Snapshot") -> str:
@@ -128,6 +131,7 @@ def cell_summary(activity: Any) -> list[str]:
         lines.append(f"  now: generation {tree.generation} · state {tree.state} · path {path} · "
                      f"{plural(len(tree.nodes), 'node')}")
     if activity.new_trace is not None and activity.new:
+        lines += time_lines(activity.trace.meta.get("profile"), {s.function for s in activity.new_trace.steps})
         lines.append(findings_line(activity.new_trace))
     return [wrapped for line in lines for wrapped in wrap(line)]
 
@@ -159,3 +163,91 @@ def step_lines(steps: Iterable["Step"]) -> list[str]:
         out.append(f"  {step.index + 1:>3}  {headline(step)}")
         out.append(f"       why: {step.reason}")
     return out
+
+
+# -- what a node costs and holds (the profile) ---------------------------------------------------------
+def format_us(us: float) -> str:
+    """41 µs, 1.2 ms, 3.4 s."""
+    if us < 1000:
+        return f"{us:.3g} µs" if us < 10 else f"{us:.0f} µs"
+    if us < 1e6:
+        return f"{us / 1000:.3g} ms"
+    return f"{us / 1e6:.3g} s"
+
+
+def time_line(entry: dict) -> str:
+    """A node's times: '41 µs replay vs 180 µs eager: 4.4×' (`trace.meta["profile"]` entry)."""
+    replay, eager = entry.get("replay_us"), entry.get("eager_us")
+    first = " (its first call, with one-time setup)" if entry.get("eager_is_first_call") else ""
+    sim = "" if entry.get("clock") == "CUDA events" else " · CPU wall clock: sim, not a GPU"
+    if replay is not None and eager is not None:
+        ratio = f": {eager / replay:.1f}×" if replay > 0 and not first else ""
+        text = f"{format_us(replay)} replay vs {format_us(eager)} eager{first}{ratio}"
+    elif replay is not None:
+        text = f"{format_us(replay)} replay (no eager run timed)"
+    elif eager is not None:
+        text = f"{format_us(eager)} eager{first}" + ("; not replayed yet" if entry.get("kind") == "graph" else "")
+    else:
+        return ""
+    return text + sim
+
+
+def time_lines(profile: Optional[dict], functions: set) -> list[str]:
+    """The summary's time lines: per function of `functions`, its recorded graphs' median
+    replay time against its eager time (`Tree(profile=True)`)."""
+    import statistics
+
+    by_fn: dict[str, list[dict]] = {}
+    for entry in (profile or {}).values():
+        if isinstance(entry, dict) and entry.get("kind") == "graph" and entry.get("function") in functions:
+            by_fn.setdefault(entry["function"], []).append(entry)
+    out = []
+    for fn, entries in by_fn.items():
+        timed = [e for e in entries if e.get("replay_us") is not None]
+        if not timed:
+            continue
+        best = dict(timed[0], replay_us=statistics.median(e["replay_us"] for e in timed))
+        out.append(f"  time: {fn} {time_line(best)}")
+    return out
+
+
+def kernel_label(name: str, width: int = 90) -> str:
+    """A kernel's name made readable: no return type, parameter list or at::native:: prefixes,
+    cut at `width` characters."""
+    text = name[5:] if name.startswith("void ") else name
+    depth, cut = 0, len(text)
+    for k, ch in enumerate(text):  # drop the parameter list: the first "(" outside template args
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and k > 0:
+            cut = k
+            break
+    text = text[:cut].replace("at::native::", "").replace("(anonymous namespace)::", "")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def kernel_summary(kernels: list) -> str:
+    """'5 nodes: 2 gemm kernels, ...' in one line: how many graph nodes, the most frequent first."""
+    total = sum(count for _, count in kernels)
+    top = sorted(kernels, key=lambda k: -k[1])[:3]
+    parts = [f"{count}× {kernel_label(name, 48)}" for name, count in top]
+    more = "" if len(kernels) <= 3 else f", +{len(kernels) - 3} more"
+    return f"{plural(total, 'graph node')}: " + ", ".join(parts) + more
+
+
+def value_text(values: Optional[dict]) -> str:
+    """An output's values in small form: '[0.12, -0.4, 1.1, 0.3 …] min -2.1 · max 3.3 · mean 0.01'."""
+    if not values:
+        return ""
+    n, head = values.get("n", 0), values.get("head", [])
+    if not n:
+        return "empty"
+    items = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in head)
+    text = f"[{items}{' …' if n > len(head) else ''}]"
+    if "true" in values:
+        return text + f" {values['true']} true of {n}"
+    stats = [f"{k} {values[k]:.4g}" for k in ("min", "max", "mean") if isinstance(values.get(k), (int, float))]
+    bad = [f"{values[k]} {word}" for k, word in (("nan", "NaN"), ("inf", "Inf")) if values.get(k)]
+    return " · ".join([text + (" " + " · ".join(stats) if stats else "")] + bad)

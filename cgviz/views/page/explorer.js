@@ -356,9 +356,11 @@ export function mount(root, D, host) {
     if (snap.cur === n[0]) facts.push("current node"); else if (snap.path.indexOf(n[0]) >= 0) facts.push("on the current path");
     box.appendChild(el("div", "facts", facts.join(" · ")));
     if (n[7]) box.appendChild(el("div", "facts", "inputs: " + n[7]));
+    profileOf(box, n[0]);
     if (!n[8].length) { box.appendChild(el("p", "msg", "No outputs.")); return id; }
     const t = el("table"), h = el("tr"), alias = n[8].some((o) => o[6]);
-    ["state", "#", "shape", "dtype", "size", "address"].concat(alias ? ["alias of"] : []).forEach((c) => h.appendChild(el("th", null, c)));
+    const cols = ["state", "#", "shape", "dtype", "size", "address"].concat(alias ? ["alias of"] : []);
+    cols.forEach((c) => h.appendChild(el("th", null, c)));
     t.appendChild(h);
     n[8].forEach((o) => {
       const tr = el("tr");
@@ -366,9 +368,25 @@ export function mount(root, D, host) {
       tr.appendChild(el("td", null, o[2])); tr.appendChild(el("td", null, o[3])); tr.appendChild(el("td", null, o[4]));
       tr.appendChild(el("td", "addr", o[5])); if (alias) tr.appendChild(el("td", null, o[6]));
       t.appendChild(tr);
+      if (o[7]) {  // the values kept with Tree(values=True): a line of their own under the row
+        const vr = el("tr", "vals"), td = el("td", null, "values " + o[7]); td.colSpan = cols.length; vr.appendChild(td); t.appendChild(vr);
+      }
     });
     const wrap = el("div", "table-wrap"); wrap.appendChild(t); box.appendChild(wrap);
     return id;
+  }
+
+  function profileOf(box, id) {
+    // what the node costs and holds (Tree(profile=True)): its times, and its graph's kernels grouped by name
+    const p = (D.profile || {})[id];
+    if (!p) return;
+    if (p.time) box.appendChild(el("div", "facts cg-time", "time: " + p.time));
+    if (!p.kernels.length) return;
+    const total = p.kernels.reduce((a, k) => a + k[1], 0), d = el("details", "cg-kernels");
+    d.appendChild(el("summary", null, total + " graph node" + (total === 1 ? "" : "s") + " (kernels, copies)"));
+    const ul = el("ul");
+    p.kernels.forEach(([label, count, full]) => { const li = el("li", null, count + "× " + label); li.title = full; ul.appendChild(li); });
+    d.appendChild(ul); box.appendChild(d);
   }
 
   // -- a step --------------------------------------------------------------------------------------
