@@ -153,3 +153,17 @@ def test_diagnose_warns_when_a_replay_costs_more_than_eager():
     found = cgviz.diagnose(Trace(steps=steps, meta={"profile": fast})).of("time")
     assert found[0].severity == "info" and "40 µs against 200 µs eager (5.0×)" in found[0].title
     assert "on the host" in found[0].title  # the call (100 µs) costs over twice the replay
+
+
+@pytest.mark.parametrize("name", ["chain", "branching", "training"])
+def test_the_shipped_gpu_traces_carry_kernels_and_times(name):
+    from cgviz.data import gpu_trace
+
+    trace = gpu_trace(name)
+    assert trace.meta["backend"] == "cuda"
+    graphs = [e for e in trace.meta["profile"].values() if e["kind"] == "graph"]
+    assert graphs and all(e["kernels"] and e["clock"] == "CUDA events" for e in graphs)
+    timed = [e for e in graphs if e["replay_us"] is not None]
+    assert timed and all(e["replay_us"] > 0 for e in timed)
+    data = page_data(trace)
+    assert any(p["kernels"] and "replay" in p["time"] for p in data["profile"].values())
