@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 __version__ = "0.1.0"
 
 __all__ = [
-    "Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "diagnose", "__version__",
+    "Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "diagnose", "merge",
+    "__version__",
 ]
 
 if TYPE_CHECKING:
@@ -71,4 +72,8 @@ def __getattr__(name: str) -> Any:
         from cgviz.observe.torch_compile import observe_torch
 
         return observe_torch
+    if name == "merge":  # the traces of a multi-rank job's ranks as one Trace
+        from cgviz.trace.ranks import merge
+
+        return merge
     raise AttributeError(f"module 'cgviz' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """The `cgviz` command: demo a scenario, render a saved trace as HTML, export it for Perfetto,
-report versions and backends."""
+merge the traces of a multi-rank job, report versions and backends."""
 
 from __future__ import annotations
 
@@ -233,6 +233,74 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merge(args: argparse.Namespace) -> int:
+    """The traces of a multi-rank job's ranks as one trace, then where the ranks diverged."""
+    import glob
+
+    from cgviz.trace.io import check_save_target, dumps, write_atomic
+    from cgviz.trace.ranks import MergeError, divergence, merge, rank_traces
+
+    paths: list[str] = []
+    for pattern in args.traces:  # wildcards a shell left as they are (Windows' cmd does)
+        wild = any(c in pattern for c in "*?[") and not os.path.exists(pattern)
+        matches = sorted(glob.glob(pattern)) if wild else [pattern]
+        if not matches:
+            print(f"cgviz merge: no trace file matches {pattern}", file=sys.stderr)
+            return 1
+        paths += matches
+    seen: dict[str, str] = {}
+    for path in paths:
+        if os.path.realpath(path) in seen:
+            print(f"cgviz merge: {path} is given twice (as {seen[os.path.realpath(path)]} too): give each rank's trace "
+                  "once", file=sys.stderr)
+            return 1
+        seen[os.path.realpath(path)] = path
+    out = args.output
+    try:
+        check_save_target(out, "merged trace")  # before any work, as `cgviz export` does
+        if os.path.exists(out) and any(os.path.exists(p) and os.path.samefile(out, p) for p in paths):
+            print(f"cgviz merge: {out} is one of the traces being merged; choose another output file", file=sys.stderr)
+            return 1
+    except OSError as exc:
+        print(f"cgviz merge: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        return 1
+    traces = []
+    for path in paths:
+        trace = _load("merge", path)
+        if trace is None:
+            return 1
+        traces.append(trace)
+    try:
+        merged = merge(traces, names=paths)
+    except MergeError as exc:
+        print(f"cgviz merge: {exc}", file=sys.stderr)
+        return 1
+    text = dumps(merged)
+    try:
+        write_atomic(out, lambda fh: fh.write(text), "merged trace")
+    except OSError as exc:
+        print(f"cgviz merge: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        return 1
+    ranks = list(rank_traces(merged))
+    world = merged.meta.get("world_size")
+    of = f" of world size {world}" if world else ""
+    print(f"ranks {', '.join(map(str, ranks))}{of}: {len(merged.steps):,} steps from {len(paths)} "
+          f"file{'s' if len(paths) != 1 else ''} → {out}")
+    missing = sorted(set(range(world)) - set(ranks)) if world else []
+    if missing:
+        print(f"cgviz merge: note: no trace of rank{'s' if len(missing) > 1 else ''} "
+              f"{', '.join(map(str, missing))} among them", file=sys.stderr)
+    found = divergence(merged)
+    if not found:
+        print("no divergence: every rank made the same decisions, call by call")
+    else:
+        print(f"where the ranks diverged ({len(found)} finding{'s' if len(found) != 1 else ''}; steps counted in the "
+              "merged trace):")
+        print("\n".join(f.text() for f in found))
+    print(f"(cgviz doctor {out} diagnoses it; cgviz render {out} shows it)")
+    return 0
+
+
 def _default_export_path(trace_path: str) -> str:
     """run.cgtrace.json → run.perfetto.json, run.json → run.perfetto.json, run → run.perfetto.json."""
     for suffix in (".cgtrace.json", ".json"):
@@ -329,6 +397,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"expand folded repeats only up to N decisions (default {MAX_SLICES:,}); "
                              "above, they are collapsed")
     export.set_defaults(run=_export)
+    merge = sub.add_parser("merge", help="merge the traces of a multi-rank job's ranks (run-{rank}.cgtrace.json) "
+                                         "into one, and say where the ranks diverged")
+    merge.add_argument("traces", nargs="+", metavar="TRACE", help="each rank's trace (run-0.cgtrace.json ...; "
+                                                                  "run-*.cgtrace.json)")
+    merge.add_argument("-o", "--output", metavar="PATH", required=True, help="the merged trace (all.cgtrace.json)")
+    merge.set_defaults(run=_merge)
     info = sub.add_parser("info", help="versions, backends, and the private torch functions found")
     info.set_defaults(run=_info)
     return parser

@@ -200,7 +200,8 @@ class CudaGraphMagics(Magics):
     )
     @magic_arguments.argument(
         "--save", metavar="PATH",
-        help="save the trace as JSON (cgviz.Trace.load reads it); quote a PATH that holds spaces",
+        help="save the trace as JSON (cgviz.Trace.load reads it); quote a PATH that holds spaces; {rank} and "
+             "{world_size} in it are filled in on each rank of a torch.distributed job",
     )
     @magic_arguments.argument("--no-widget", action="store_true", help="print the summary only, no Explorer")
     @cell_magic
@@ -316,8 +317,13 @@ class CudaGraphMagics(Magics):
         return self._save(trace, label, path)
 
     def _save(self, trace: Any, label: str, path: str) -> Optional[str]:
-        path = os.path.expanduser(path)
-        problem = _missing_directory(path)
+        from cgviz.trace.ranks import RankError, rank_path
+
+        try:  # {rank} and {world_size} filled from torch.distributed or RANK; the rank noted in the meta
+            path = rank_path(os.path.expanduser(path), trace)
+            problem = _missing_directory(path)
+        except RankError as exc:
+            problem = str(exc)
         if problem is not None:
             print(f"cgviz: error: could not save the trace of {label}: {problem}", file=sys.stderr)
             return None

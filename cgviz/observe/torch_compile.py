@@ -27,6 +27,8 @@ from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SKIPPED, 
 from cgviz.trace.fold import fold_repeats
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
+from cgviz.trace.io import check_save_target
+from cgviz.trace.ranks import rank_path
 
 OVERWRITTEN = "overwritten by a subsequent run"
 # An absolute path in torch's messages: quoted (it may hold spaces), or bare with at least two
@@ -797,11 +799,20 @@ def stop_observing(observer: TorchObserver) -> Trace:
 
 
 @contextlib.contextmanager
-def observe_torch(trace: str = "full") -> Iterator[Trace]:
+def observe_torch(trace: str = "full", path: str | os.PathLike | None = None) -> Iterator[Trace]:
     """`with cgviz.observe_torch() as trace:` — torch.compile(mode="reduce-overhead") activity
     inside the block becomes the Trace's steps (replays are made into steps in batches: inside
     the block the newest few thousand may not show yet; after it, all do). An "overwritten by a subsequent run" error
-    leaving the block is recorded as an error step, then raised as usual."""
+    leaving the block is recorded as an error step, then raised as usual.
+
+    With `path`, the trace is saved there when the block ends (also when it raises). On each rank
+    of a torch.distributed job, `{rank}` and `{world_size}` in it are filled in and the trace's
+    meta names the rank (`path="run-{rank}.cgtrace.json"`; see cgviz.trace.ranks.rank_path): a
+    placeholder that cannot be filled, or a path that cannot be written, is refused here, before
+    anything runs."""
+    target = None if path is None else rank_path(path)
+    if target is not None:
+        check_save_target(target, "trace")
     observer = start_observing(trace)
     try:
         yield observer.trace
@@ -814,3 +825,5 @@ def observe_torch(trace: str = "full") -> Iterator[Trace]:
         raise
     finally:
         stop_observing(observer)
+        if target is not None:
+            observer.trace.save(rank_path(target, observer.trace))  # the rank (and device) in its meta

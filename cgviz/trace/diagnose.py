@@ -106,6 +106,10 @@ class Diagnosis:
 
 def diagnose(trace: Trace) -> Diagnosis:
     """Every finding of `trace`, the most severe first ('nothing was graphed' always first)."""
+    if isinstance(trace.meta.get("ranks"), list):  # a merged multi-rank trace (cgviz.merge): per rank, and divergence
+        from cgviz.trace.ranks import diagnose_merged
+
+        return diagnose_merged(trace)
     steps = _graphs_told_apart(trace.steps)
     times = trace.repeats()
     findings: list[Finding] = []

@@ -16,6 +16,10 @@ Values that would load and then fail later are refused too: a lone surrogate in 
 (it cannot be written as UTF-8), NaN or an infinite number, an integer too long to convert,
 a repeated block (`span`) reaching before the first step, nesting too deep to read.
 
+A step's `rank` (set only in a merged multi-rank trace, see cgviz/trace/ranks.py) is optional
+like every field with a default: a trace of one rank is written without it, and files written
+before it existed load unchanged.
+
 Saving writes every string through `safe_text`, so a lone surrogate from user code (an
 exception message) is written as its escape text and the trace stays savable.
 """
@@ -669,10 +673,15 @@ class _Reader:
 def _check_spans(steps: list[Step]) -> None:
     """A step's `span` counts the steps of the repeated block ending at it, so it lies within
     the steps up to it: anything else would index past the first step when the trace is used."""
+    same_rank_from = 0  # where the run of steps of step i's rank began (merged traces: one rank per block)
     for i, step in enumerate(steps):
         if not 1 <= step.span <= i + 1:
             _fail(f"step {i}", "span", f"must be from 1 to {i + 1}: a block of steps ending at step {i} cannot start "
                   f"before step 0 (got {step.span})")
+        if i and step.rank != steps[i - 1].rank:
+            same_rank_from = i
+        if step.repeat > 1 and i - step.span + 1 < same_rank_from:
+            _fail(f"step {i}", "span", f"covers steps of another rank: a folded block is one rank's (got {step.span})")
 
 
 def _check_text(text: str, ctx: str, name: str, subject: str = "") -> None:
@@ -713,6 +722,8 @@ def _check_free_form(value: Any, ctx: str, name: str) -> None:
 def _check_step(step: Step, ctx: str) -> None:
     if step.repeat < 1:
         _fail(ctx, "repeat", f"must be at least 1 (got {step.repeat})")
+    if step.rank is not None and step.rank < 0:
+        _fail(ctx, "rank", f"must be a rank number, 0 or more (got {step.rank})")
     for i, pair in enumerate(step.invalidated):
         if len(pair) != 2:
             _fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
