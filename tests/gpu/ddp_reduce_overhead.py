@@ -11,7 +11,7 @@ prints `cgviz.trace.ranks.divergence` and writes OUTDIR/summary.json.
 
 Exit status 0 when the result is as expected: with --plant, a divergence naming rank 1 at the
 planted step's calls; without, no divergence at all. Not collected by pytest (no test_ prefix):
-run it on a machine with two GPUs.
+run it on a machine with two GPUs (or, with gloo, two ranks sharing one GPU).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--plant", action="store_true", help="give rank 1 a batch of another size at one step")
     parser.add_argument("--steps", type=int, default=12, help="training steps (default 12)")
     parser.add_argument("--odd-step", type=int, default=6, help="the step at which --plant changes rank 1's batch")
+    parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                        help="default: nccl with a GPU per rank; gloo where ranks share a GPU (NCCL refuses that)")
     return parser.parse_args()
 
 
@@ -112,9 +114,10 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("needs CUDA: run it with torchrun on a machine with two GPUs", file=sys.stderr)
         return 2
-    dist.init_process_group("nccl")
+    shared = torch.cuda.device_count() < int(os.environ.get("WORLD_SIZE", "1"))
+    dist.init_process_group(args.backend or ("gloo" if shared else "nccl"))
     rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    local = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
     args.outdir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +129,9 @@ def main() -> int:
     try:
         with cgviz.observe_torch(path=args.outdir / "run-{rank}.cgtrace.json"):
             batches = train(ddp, rank, args, device)
-        print(f"rank {rank}: batches {batches}")
+        from torch._dynamo.utils import counters
+
+        print(f"rank {rank}: batches {batches}; torch's cudagraph skips: {dict(counters['inductor'])}")
         dist.barrier()
         if rank == 0:
             status = check(args, world)
