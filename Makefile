@@ -11,7 +11,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.cgviz-setup
 
-.PHONY: setup system-deps demo test bench clean
+.PHONY: setup system-deps demo test bench docs clean
 
 setup: system-deps $(STAMP)
 
@@ -38,8 +38,8 @@ $(BIN)/python:
 
 # torch first, and only when the venv cannot import it yet: torch==$(TORCH_VERSION)
 # (a CPU wheel where pip finds one locally), else the CPU wheel index.
-# Then the package itself, editable, with its test extras and what the browser tests drive
-# (JupyterLab, Notebook 7, Playwright).
+# Then the package itself, editable, with its test extras, what the browser tests drive
+# (JupyterLab, Notebook 7, Playwright) and what builds the docs (Sphinx, MyST-NB, Furo).
 $(STAMP): pyproject.toml | $(BIN)/python
 	@if $(BIN)/python -c "import torch" >/dev/null 2>&1; then \
 		echo "torch $$($(BIN)/python -c "import torch; print(torch.__version__)") already in $(VENV)"; \
@@ -50,7 +50,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 			$(BIN)/pip install --index-url "$(TORCH_CPU_INDEX)" torch; \
 		}; \
 	fi
-	$(BIN)/pip install -e ".[test,browser]"
+	$(BIN)/pip install -e ".[test,browser,docs]"
 	@touch $@
 
 demo: setup
@@ -63,6 +63,14 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/sim_overhead.py
+
+# The documentation site, in docs/_build/html. Every build runs the pages' code and the teaching
+# notebooks on the CPU simulation (-E: nothing kept from an earlier build, as the pictures
+# follow cgviz's code); warnings, broken links and references included, fail it.
+DOCS_OUT ?= docs/_build/html
+docs: setup
+	$(BIN)/python -m sphinx -W --keep-going -T -E -b html docs $(DOCS_OUT)
+	@echo "docs: $(DOCS_OUT)/index.html"
 
 # Removes build outputs and caches; keeps .venv (and its torch) but forgets the
 # setup stamp, so the next `make setup` re-installs the package. rm -rf .venv for a full reset.
