@@ -43,10 +43,13 @@ usage: python benchmarks/render.py [--quick] [--nodes N] [--steps S] [--samples 
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
 import json
 import os
 import platform
 import random
+import re
 import resource
 import statistics
 import sys
@@ -310,6 +313,15 @@ def measure_browser(page: str, steps: int) -> dict:
     return result
 
 
+def _payload(page: str) -> dict:
+    """The payload a page carries: JSON, or gzipped JSON in base64 (large pages)."""
+    m = re.search(r'<script type="[^"]+" id="cgviz-data"( data-encoding="gzip-base64")?>(.*?)</script>', page, re.S)
+    text = m.group(2)
+    if m.group(1):
+        text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
+    return json.loads(text)
+
+
 def measure_html(trace: Trace, browser: bool = True) -> dict:
     import cgviz.views.html_trees as states_mod
     import cgviz.views.pool as pool_mod
@@ -339,8 +351,7 @@ def measure_html(trace: Trace, browser: bool = True) -> dict:
             size = os.path.getsize(path)
     finally:
         tree_mod.tree_svg, states_mod.draw_structure, pool_mod.pool_svg = tree_svg, draw_structure, pool_svg
-    start = page.index('<script type="application/json" id="cgviz-data">') + len('<script type="application/json" id="cgviz-data">')
-    data = json.loads(page[start : page.index("</script>", start)])
+    data = _payload(page)
     return {
         "seconds": round(seconds, 2),
         "bytes": size,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+import base64
+import gzip
 import json
 import os
 import re
@@ -83,7 +85,11 @@ def parse(page: str) -> PageParser:
 
 
 def page_data(page: str) -> dict:
-    return json.loads(parse(page).scripts["cgviz-data"])
+    """The payload a page carries: JSON, or gzipped JSON in base64 (large pages)."""
+    text = parse(page).scripts["cgviz-data"]
+    if 'data-encoding="gzip-base64"' in page:
+        text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
+    return json.loads(text)
 
 
 def line_indices(data: dict, kind: str) -> list[list[int]]:
@@ -418,7 +424,7 @@ def chromium_dom(path: Path, fragment: str = "") -> str:
     with tempfile.TemporaryDirectory() as profile:
         cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={profile}",
-               "--window-size=1400,1000", "--dump-dom", f"file://{path}{fragment}"]
+               "--window-size=1400,1000", "--virtual-time-budget=30000", "--dump-dom", f"file://{path}{fragment}"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     assert done.stdout, done.stderr[-2000:]
     return done.stdout
@@ -428,7 +434,8 @@ def chromium_dom(path: Path, fragment: str = "") -> str:
 # some node or edge groups changed) has the same groups as the stored SVG of that step, and that
 # the pool shown (its rows reused from step to step) has the stored pool's title and blocks
 STEP_CHECK = r"""<script>
-window.addEventListener("load", function () {
+window.addEventListener("load", function () { window.cgvizReady.then(run); });
+function run() {
   var D = JSON.parse(document.getElementById("cgviz-data").textContent), box = document.querySelector(".cg-tree-box");
   var ref = document.createElement("div"), bad = [], badPools = [], seen = [];
   function svgOf(t, kind) { var r = D[kind || "trees"][t], o = []; for (var i = 0; i < r.length; i += 2) for (var j = r[i]; j < r[i] + r[i + 1]; j++) o.push(D.lines[j]); return o.join("\n"); }
@@ -455,7 +462,7 @@ window.addEventListener("load", function () {
     if (poolShown() !== poolOf(D.steps[i][1])) badPools.push(i);
   }
   document.body.setAttribute("data-check", JSON.stringify({seen: seen, bad: bad, badPools: badPools, headline: q("headline").textContent}));
-});
+}
 </script>
 </body>"""
 

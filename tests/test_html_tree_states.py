@@ -25,7 +25,7 @@ from cgviz.trace.model import Trace
 from cgviz.views.html import to_html
 from cgviz.views.html_trees import KEYFRAME
 from cgviz.views.tree import builtin_tree_svg
-from test_html import page_data, svgs
+from test_html import page_data
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -38,7 +38,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the
 # to the panel (every node in view); else, after each step, the panel is scrolled over the whole
 # tree (the page paints nodes as they come into view)
 PROBE = r"""<script>
-window.addEventListener("load", function () {
+window.addEventListener("load", function () { window.cgvizReady.then(run); });
+function run() {
   var plan = PLAN, out = [], S = document.querySelector(".cg-slider"), box = document.querySelector(".cg-tree-box");
   function attrs(e, names) { return names.map(function (n) { return e.getAttribute(n); }); }
   function scan() {
@@ -62,7 +63,7 @@ window.addEventListener("load", function () {
     out.push({step: +S.value, nodes: nodes, hot: hot.sort(), edges: document.querySelectorAll(".cg-tree-box g.cgviz-edge").length});
   }
   document.body.setAttribute("data-check", JSON.stringify(out));
-});
+}
 </script>
 </body>"""
 
@@ -74,7 +75,7 @@ def shown(page: str, plan: list[int], fit: bool) -> list[dict]:
         path.write_text(page.replace("</body>", PROBE.replace("PLAN", json.dumps(plan)).replace("FIT", json.dumps(fit))), encoding="utf-8")
         cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp}/profile",
-               "--window-size=1400,1000", "--dump-dom", f"file://{path}"]
+               "--window-size=1400,1000", "--virtual-time-budget=30000", "--dump-dom", f"file://{path}"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     found = re.search(r'data-check="([^"]*)"', done.stdout)
     assert found, done.stderr[-2000:]
@@ -163,7 +164,7 @@ def test_nodes_out_of_view_are_painted_when_scrolled_to():
 
 def test_the_page_stores_each_structure_once_and_small_deltas():
     trace, info = synthetic(nodes=40, steps=600, variants=4)
-    data = json.loads(re.search(r'id="cgviz-data">(.*?)</script>', to_html(trace, renderer="builtin"), re.S).group(1))
+    data = page_data(to_html(trace, renderer="builtin"))
     tree = data["tree"]
     # one drawing per structure: each recording step adds a node; the generation step before the
     # first has none; the replays share the last

@@ -4,7 +4,8 @@
     to_html(trace, "run.html")                  # ... also written (atomically) to run.html
 
 The page is the explorer's front end (views/page/explorer.js, inline as a module) mounted on
-the whole payload (`page_data`), embedded as JSON: no kernel, nothing fetched. ⏮ ◀ ▶ ⏭, a
+the whole payload (`page_data`), embedded as JSON (gzipped past `COMPRESS_ABOVE` bytes, and
+opened by the browser's own DecompressionStream): no kernel, nothing fetched. ⏮ ◀ ▶ ⏭, a
 slider, the arrow keys (Home/End for the first and last step), a click on a step in the list
 or on the timeline; a click on a tree node pins it. `#step=N` (1-based, as in the headline)
 and `#step=N&node=M` in the address open the page at that step and node. How pictures are
@@ -13,7 +14,9 @@ kept small is told in `page_data` and `page_store`.
 
 from __future__ import annotations
 
+import base64
 import functools
+import gzip
 import html
 import json
 from importlib import resources
@@ -53,13 +56,23 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
 
         progress = bar = ProgressBar(rewrites=True)
     try:
-        data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer, progress=progress)
+        page = _page(trace, title and safe_text(title), renderer, progress)
     finally:
         if bar is not None:
             bar.close()
-    page = render_page(data)
     if path is not None:
         write_atomic(path, lambda fh: fh.write(page), "HTML")
+    return page
+
+
+def _page(trace: "Trace", title: Optional[str], renderer: str, progress: Optional["Progress"]) -> str:
+    """The page; text holding lone surrogates (which UTF-8 cannot encode) is rewritten by
+    `with_safe_text` first, which costs a walk over the whole trace, so only when needed."""
+    try:
+        page = render_page(page_data(trace, title=title, renderer=renderer, progress=progress))
+        page.encode("utf-8")
+    except UnicodeEncodeError:
+        page = render_page(page_data(with_safe_text(trace), title=title, renderer=renderer))
     return page
 
 
@@ -72,15 +85,29 @@ def _in_kernel() -> bool:
     return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
 
 
-def render_page(data: dict) -> str:
-    """The standalone page around a payload: the explorer's style and module, inline."""
+#: Payloads larger than this (bytes of JSON) are stored gzipped and base64-encoded: a trace of
+#: thousands of steps repeats itself, so its page shrinks about fifteen-fold.
+COMPRESS_ABOVE = 512 * 1024
+
+
+def render_page(data: dict, compress: Optional[bool] = None) -> str:
+    """The standalone page around a payload: the explorer's style and module, inline; the
+    payload as JSON, or gzipped (`compress`; default: above `COMPRESS_ABOVE` bytes)."""
     from cgviz.views.html_trees import EDGE_CSS
 
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    # safe inside <script>: no "</script>", "<!--" or "]]>" can appear
-    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    if compress is None:
+        compress = len(payload) > COMPRESS_ABOVE
+    if compress:
+        packed = gzip.compress(payload.encode("utf-8"), compresslevel=6, mtime=0)
+        payload, kind, attrs = base64.b64encode(packed).decode("ascii"), "application/octet-stream", \
+            ' data-encoding="gzip-base64"'
+    else:
+        # safe inside <script>: no "</script>", "<!--" or "]]>" can appear
+        payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        kind, attrs = "application/json", ""
     return asset("page.html").format(title=html.escape(data["title"]), css=asset("page.css") + EDGE_CSS,
-                                     payload=payload, js=asset("explorer.js"))
+                                     payload=payload, payload_type=kind, payload_attrs=attrs, js=asset("explorer.js"))
 
 
 @functools.lru_cache(maxsize=None)

@@ -95,6 +95,7 @@ class TreeStates:
         self.looks: list[list[str]] = []
         self._steps: list[Optional[_Frame]] = []
         self._markup: dict[tuple, str] = {}  # node and edge groups by what they show, for draw_structure
+        self._last: Optional[tuple] = None  # (snapshot, frame, path, current, active, invalidated) built last
 
     # -- per step -------------------------------------------------------------------------------
     def add(self, step: "Step") -> int:
@@ -111,7 +112,8 @@ class TreeStates:
     def _structure(self, snap: "Snapshot") -> _Structure:
         s = self._structure_of.get(id(snap))
         if s is None:
-            key = tuple(self._static(n) for n in snap.nodes)
+            statics = self._statics  # most nodes were seen in an earlier snapshot: one lookup each
+            key = tuple([statics[id(n)] if id(n) in statics else self._static(n) for n in snap.nodes])
             s = self._structures.get(key)
             if s is None:
                 s = self._structures[key] = _Structure(len(self._structures), len(self._steps), snap, key)
@@ -139,11 +141,17 @@ class TreeStates:
         if frame is None:
             structure = self._structure(snap)
             path = set(snap.path)
-            looks, replays = [], []
-            for n, static in zip(snap.nodes, structure.statics):
+            touched = self._unchanged_since_last(snap, structure, path, inval, active)
+            last = self._last
+            looks = list(last[1].looks) if touched is not None else [0] * len(snap.nodes)
+            replays = list(last[1].replays) if touched is not None else [0] * len(snap.nodes)
+            before = last[0].nodes if touched is not None else None
+            for k, (n, static) in enumerate(zip(snap.nodes, structure.statics)):
+                if before is not None and n is before[k] and n.id not in touched:
+                    continue  # the same node object with the same place on the path: the same look
                 look, rep, (w, h) = self._card(snap, n, step, path, inval, n.id == active)
-                looks.append(look)
-                replays.append(rep)
+                looks[k] = look
+                replays[k] = rep
                 size = self._sizes[static]
                 if w > size[0]:
                     size[0] = w
@@ -152,7 +160,19 @@ class TreeStates:
                 if h < size[2]:
                     size[2] = h
             frame = self._frames[key] = _Frame(structure, tuple(looks), tuple(replays))
+            self._last = (snap, frame, path, snap.current_node, active, inval)
         return frame
+
+    def _unchanged_since_last(self, snap: "Snapshot", structure: _Structure, path: set[int], inval: set[int],
+                              active: Optional[int]) -> Optional[set[int]]:
+        """The ids whose look may differ from the last frame built although their node object is
+        the same (path, current node, the active node, invalidations), or None when the last
+        frame is of another structure (then every node is looked at)."""
+        last = self._last
+        if last is None or last[1].structure is not structure:
+            return None
+        _, _, last_path, last_current, last_active, last_inval = last
+        return (path ^ last_path) | (inval ^ last_inval) | {snap.current_node, last_current, active, last_active}
 
     def _card(self, snap: "Snapshot", n: "NodeView", step: "Step", path: set[int], inval: set[int],
               active: bool) -> tuple[int, int, tuple[float, float]]:

@@ -86,6 +86,7 @@ class PageData:
         self._by_id: dict[tuple[str, int], int] = {}
         self._by_key: dict[tuple, int] = {}
         self._records: dict[int, list] = {}
+        self._node_ids: dict[int, int] = {}  # id(NodeView) -> index into node_recs
         self._functions: dict[int, str] = {}
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self.renderer = self._choose(renderer)
@@ -206,21 +207,25 @@ class PageData:
         return (id(step.snapshot), step.kind, step.node, inval)
 
     def _node_index(self, n: "NodeView") -> int:
-        def make() -> int:
-            key = ("node", n.id, n.function, n.kind, n.parent, tuple(n.children), n.generation, n.replays,
-                   n.signature, tuple((o.index, o.state, tuple(o.shape), o.dtype, o.nbytes, o.address, o.alias_of)
-                                      for o in n.outputs))
+        index = self._node_ids.get(id(n))
+        if index is not None:
+            return index
+        key = ("node", n.id, n.function, n.kind, n.parent, tuple(n.children), n.generation, n.replays,
+               n.signature, tuple((o.index, o.state, tuple(o.shape), o.dtype, o.nbytes, o.address, o.alias_of,
+                                   repr(o.values)) for o in n.outputs))
 
-            def add() -> int:
-                self.node_recs.append([n.id, n.function, n.kind, n.parent, list(n.children), n.generation,
-                                       n.replays, n.signature, [output_row(o) for o in n.outputs]])
-                return len(self.node_recs) - 1
-            return self._cached_key(key, add)
-        return self._cached(("node", id(n)), n, make)
+        def add() -> int:
+            self.node_recs.append([n.id, n.function, n.kind, n.parent, list(n.children), n.generation,
+                                   n.replays, n.signature, [output_row(o) for o in n.outputs]])
+            return len(self.node_recs) - 1
+        self._keep.append(n)  # the id() cache relies on the object staying alive
+        index = self._node_ids[id(n)] = self._cached_key(key, add)
+        return index
 
     def _snap_index(self, s: "Snapshot") -> int:
         def make() -> int:
-            nodes = runs([self._node_index(n) for n in s.nodes])
+            known = self._node_ids  # most nodes were indexed with an earlier snapshot: one lookup each
+            nodes = runs([known[id(n)] if id(n) in known else self._node_index(n) for n in s.nodes])
             key = ("snap", tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation)
 
             def add() -> int:

@@ -69,6 +69,7 @@ class PoolData:
         self._texts: dict[str, int] = {}
         self._legend_keys: dict[tuple, int] = {}
         self._pool_keys: dict[tuple, int] = {}
+        self._legends_by_rows: dict[tuple, int] = {}
 
     def lists(self) -> dict[str, list]:
         return {name: getattr(self, name) for name in POOL_LISTS}
@@ -89,7 +90,9 @@ class PoolData:
             "blocks": sum(len(s.blocks) for s in segments),
         }
         rows = [i.compact_index if compact else i.index for i in infos]
-        legend = self._legend(snap, infos)
+        legend = self._legends_by_rows.get(tuple(rows))  # a node id names one function for the whole trace
+        if legend is None:
+            legend = self._legends_by_rows[tuple(rows)] = self._legend(snap, infos)
         record = [pool_title_of(totals), pool_subtitle(totals), rows, legend, int(any(i.widened for i in infos))]
         key = (record[0], record[1], tuple(rows), legend, record[4])
         index = self._pool_keys.get(key)

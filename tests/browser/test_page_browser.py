@@ -196,3 +196,26 @@ def test_page_findings_link_to_their_steps(browser: Any, tmp_path: Path, scheme:
         assert requests == [] and errors == []
     finally:
         context.close()
+
+
+def test_a_large_page_is_stored_compressed_and_opens_offline(context: Any, tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from render import synthetic_trace
+
+    trace, _ = synthetic_trace(nodes=100, steps=1500)
+    path = tmp_path / "large.html"
+    cgviz.to_html(trace, path, renderer="builtin")
+    text = path.read_text(encoding="utf-8")
+    assert 'data-encoding="gzip-base64"' in text
+    page, requests, errors = open_page(context, path)
+    ui = UI(page)
+    assert ui.step_of(ui.headline()) == (1, len(trace.steps))
+    first = ui.headline()
+    page.keyboard.press("End")
+    assert ui.step_of(ui.wait_headline_change(first)) == (len(trace.steps), len(trace.steps))
+    assert ui.tree_nodes() == len(trace.steps[-1].snapshot.nodes)
+    assert page.locator(".cgviz .cg-blk").count() > 0  # the pool, laid out from its records
+    assert requests == [] and errors == []
+    shot(page, "page-large-compressed")
