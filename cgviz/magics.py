@@ -171,6 +171,7 @@ class CudaGraphMagics(Magics):
     def __init__(self, shell: Any = None) -> None:
         super().__init__(shell)
         self.last: Optional[CellResult] = None
+        self.torch_trace: Any = None  # what the last %%cudagraph --torch cell observed
         self.explorers: list = []
         self._calls = _CallCounter()
 
@@ -248,6 +249,7 @@ class CudaGraphMagics(Magics):
                 new = tail_trace(tree.trace, now - start)
                 result.activities.append(TreeActivity(self._label(tree), tree.trace, tree, start, new))
         if torch_trace is not None:
+            self.torch_trace = torch_trace  # for %cgviz doctor torch
             new = tail_trace(torch_trace, torch_trace.calls)
             result.activities.append(TreeActivity("torch.compile (observed)", torch_trace, None, 0, new))
 
@@ -342,7 +344,8 @@ class CudaGraphMagics(Magics):
         "explore [NAME]     an Explorer widget on the tree, following it live\n"
         "reset [NAME]       forget the tree's nodes and graphs (tree.reset())\n"
         "save PATH [NAME]   save the tree's trace as JSON\n"
-        "doctor [NAME]      what went wrong in the tree's run, where (steps) and the fix\n"
+        "doctor [NAME]      what went wrong in the tree's run, where (steps) and the fix;\n"
+        "                   doctor torch: the run the last %%cudagraph --torch cell observed\n"
         "NAME: a tree's name or a variable holding a tree; without it, the default tree."
     ))
     @magic_arguments.argument(
@@ -363,6 +366,11 @@ class CudaGraphMagics(Magics):
                 path = rest.pop(0)
             if len(rest) > 1:
                 raise UsageError(f"{command} takes at most one tree NAME, got {len(rest)}: {' '.join(rest)}")
+            if command == "doctor" and rest == ["torch"]:
+                if self.torch_trace is None:
+                    raise UsageError("no torch.compile run observed yet: run a cell with %%cudagraph --torch first")
+                print(cgviz.diagnose(self.torch_trace).text())
+                return
             tree = self._resolve(rest[0]) if rest else self._default()
         except SystemExit:
             return

@@ -160,13 +160,16 @@ def test_trace_without_snapshots_has_no_counters():
     assert sum(e["name"] == "execute" for e in events) == tree.trace.counts()["execute"]
 
 
-# -- shipped GPU traces: no start times ---------------------------------------------------------
+# -- traces saved without start times, and shipped ones with them ---------------------------------------------------------
 SHIPPED = [("gpu", n) for n in gpu_trace_names()] + [("torch", n) for n in torch_trace_names()]
+# traces saved before steps had start times (kept as test data of the old layout)
+OLD = sorted((Path(__file__).parent / "data" / "old_layout").glob("*.cgtrace.json"))
 
 
-@pytest.mark.parametrize("source,name", SHIPPED)
-def test_shipped_traces_without_start_times_are_laid_out_back_to_back(source, name):
-    trace = gpu_trace(name) if source == "gpu" else torch_trace(name)
+@pytest.mark.parametrize("path", OLD, ids=lambda p: p.name)
+def test_traces_without_start_times_are_laid_out_back_to_back(path):
+    trace = Trace.load(path)
+    source = "torch" if path.name.startswith("torch_") else "gpu"
     assert all(s.start is None for s in trace.steps)
     data = to_chrome_trace(trace)
     events = check_trace_events(data)
@@ -190,6 +193,21 @@ def test_shipped_traces_without_start_times_are_laid_out_back_to_back(source, na
     if source == "gpu":
         assert any(e["name"] == "pool reserved" for e in events)
         assert "cuda tree" in [e for e in events if e["name"] == "process_name"][0]["args"]["name"]
+
+
+@pytest.mark.parametrize("source,name", SHIPPED)
+def test_shipped_traces_are_placed_at_their_measured_starts(source, name):
+    trace = gpu_trace(name) if source == "gpu" else torch_trace(name)
+    starts = [s.start for s in trace.steps if s.start is not None]
+    assert starts, "traces recorded with this version carry start times"
+    data = to_chrome_trace(trace)
+    check_trace_events(data)
+    measured = [e for e in decisions(data) if not e["args"].get("estimated")]
+    assert measured
+    t0 = min(starts)
+    for e in measured:  # a measured slice sits where its step began, on the trace's own clock
+        step = trace.steps[e["args"]["step"]]
+        assert e["ts"] == pytest.approx((step.start - t0) * 1e6, abs=1.0) or step.start is None
 
 
 # -- folded repeats -----------------------------------------------------------------------------
@@ -324,8 +342,6 @@ def test_corrupt_start_is_a_clear_error(value, problem):
 
 
 def test_old_traces_still_load_without_start_times():
-    for name in gpu_trace_names():
-        assert all(s.start is None for s in gpu_trace(name).steps)
     old = sorted((ROOT / "tests" / "data" / "old_layout").glob("*.cgtrace.json"))
     assert old
     for path in old:
@@ -468,7 +484,7 @@ def test_merge_errors_are_clear(tmp_path):
         with pytest.raises(ProfilerTraceError, match=problem) as info:
             load_profiler_trace(path)
         assert str(path) in str(info.value)
-    old = gpu_trace("chain")
+    old = Trace.load(OLD[0])  # saved before steps had start times
     with pytest.raises(ValueError, match="no step start times"):
         to_chrome_trace(old, {"traceEvents": []})
 
@@ -541,7 +557,7 @@ def test_cli_export_errors_are_clear(saved, tmp_path, capsys, case):
         "not a trace": [str(profile)],
         "missing profile": [str(path), "--merge", str(tmp_path / "nope.json")],
         "corrupt profile": [str(path), "--merge", str(path.with_name("bad.json"))],
-        "no start times": [str(ROOT / "cgviz" / "data" / "gpu" / "chain.cgtrace.json"), "--merge", str(profile)],
+        "no start times": [str(OLD[0]), "--merge", str(profile)],
         "missing directory": [str(path), "-o", str(tmp_path / "no" / "such" / "dir.json")],
         "output is the trace": [str(path), "-o", str(path)],
     }[case]

@@ -449,6 +449,27 @@ def test_torch_observer_trace_is_summed_up_and_sees_the_cell_error(sim, monkeypa
     assert len(run.magics.explorers) == 1
 
 
+def test_cgviz_doctor_torch_diagnoses_the_observed_run(sim, monkeypatch):
+    import cgviz.magics as m
+
+    run = Run(sim, "%cgviz doctor torch")
+    assert "no torch.compile run observed yet" in run.stderr and "Traceback" not in run.text
+
+    @contextlib.contextmanager
+    def fake_observe():
+        trace = Trace(meta={"trace_level": "events", "backend": "torch.compile"})
+        trace.steps += [Step(k, "warmup", "first call", 1, "fn") for k in range(3)]
+        yield trace
+
+    monkeypatch.setattr(m, "_observe_torch", lambda: fake_observe)
+    cell = cudagraph(sim, "--torch --no-widget", "pass")
+    torch_part = cell.stdout[cell.stdout.index("torch.compile (observed)"):]
+    assert "%cgviz doctor torch" in torch_part
+    run = Run(sim, "%cgviz doctor torch")
+    expected = cgviz.diagnose(cell.magics.torch_trace).text()
+    assert run.stdout.strip() == expected.strip() and "no call of this run was replayed" in expected
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's own, on importing torch._inductor
 def test_torch_with_the_real_observer_runs_the_cell(sim):
     from cgviz.magics import _observe_torch

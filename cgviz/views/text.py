@@ -132,20 +132,21 @@ def cell_summary(activity: Any) -> list[str]:
                      f"{plural(len(tree.nodes), 'node')}")
     if activity.new_trace is not None and activity.new:
         lines += time_lines(activity.trace.meta.get("profile"), {s.function for s in activity.new_trace.steps})
-        lines.append(findings_line(activity.new_trace))
+        lines.append(findings_line(activity.new_trace, "%cgviz doctor" if tree is not None else "%cgviz doctor torch"))
     return [wrapped for line in lines for wrapped in wrap(line)]
 
 
-def findings_line(trace: "Trace") -> str:
-    """One line: how many findings of each severity, and the most severe one's title."""
+def findings_line(trace: "Trace", doctor: str = "%cgviz doctor") -> str:
+    """One line: how many findings of each severity, and the most severe one's title; `doctor`
+    is the command that shows them all."""
     from cgviz.trace.diagnose import diagnose
 
     findings = [f for f in diagnose(trace) if f.severity != "info"]
     if not findings:
-        return "  findings: none (%cgviz doctor shows the details)"
+        return f"  findings: none ({doctor} shows the details)"
     counts = Counter(f.severity for f in findings)
     tally = ", ".join(plural(n, severity) for severity, n in counts.items())
-    return f"  findings: {tally}; first: {findings[0].title} (%cgviz doctor for all)"
+    return f"  findings: {tally}; first: {findings[0].title} ({doctor} for all)"
 
 
 def wrap(line: str, width: int = 80) -> list[str]:
