@@ -56,23 +56,13 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
 
         progress = bar = ProgressBar(rewrites=True)
     try:
-        page = _page(trace, title and safe_text(title), renderer, progress)
+        data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer, progress=progress)
     finally:
         if bar is not None:
             bar.close()
+    page = render_page(data)
     if path is not None:
         write_atomic(path, lambda fh: fh.write(page), "HTML")
-    return page
-
-
-def _page(trace: "Trace", title: Optional[str], renderer: str, progress: Optional["Progress"]) -> str:
-    """The page; text holding lone surrogates (which UTF-8 cannot encode) is rewritten by
-    `with_safe_text` first, which costs a walk over the whole trace, so only when needed."""
-    try:
-        page = render_page(page_data(trace, title=title, renderer=renderer, progress=progress))
-        page.encode("utf-8")
-    except UnicodeEncodeError:
-        page = render_page(page_data(with_safe_text(trace), title=title, renderer=renderer))
     return page
 
 

@@ -168,10 +168,21 @@ class JupyterServer:
 def jupyter(tmp_path_factory: Any, kernel_pythonpath: str) -> Any:
     """A JupyterLab server on 127.0.0.1 with a token, its root and settings in a temporary
     directory; shut down (kernels too) when the module's tests end, however they end."""
+    if _jupyter_lab() is None:
+        pytest.skip('browser tests: JupyterLab not found (pip install -e ".[browser]", or `make setup`)')
+    server = start_jupyter(tmp_path_factory.mktemp("jupyter"), kernel_pythonpath)
+    try:
+        yield server
+    finally:
+        stop_jupyter(server)
+
+
+def start_jupyter(base: Path, kernel_pythonpath: str) -> JupyterServer:
+    """Start JupyterLab in `base` (its root, settings and log there) and wait for /api/status;
+    `stop_jupyter` ends it. Also used by benchmarks/widget_browser.py."""
     cmd = _jupyter_lab()
     if cmd is None:
-        pytest.skip('browser tests: JupyterLab not found (pip install -e ".[browser]", or `make setup`)')
-    base = tmp_path_factory.mktemp("jupyter")
+        raise RuntimeError("JupyterLab not found (pip install -e \".[browser]\")")
     root, log = base / "root", base / "server.log"
     root.mkdir()
     # no news or update pop-ups over the notebook
@@ -194,24 +205,22 @@ def jupyter(tmp_path_factory: Any, kernel_pythonpath: str) -> Any:
     with open(log, "wb") as fh:
         proc = subprocess.Popen(args, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     server = JupyterServer(f"http://127.0.0.1:{port}", token, root, proc, log)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}")
-            try:
-                server.api("/api/status")
-                break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter lab did not answer /api/status within 90 s:\n{server.log_tail()}")
-                time.sleep(0.25)
-        yield server
-    finally:
-        _stop(server)
+    deadline = time.monotonic() + 90
+    while True:
+        if proc.poll() is not None:
+            stop_jupyter(server)
+            raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}")
+        try:
+            server.api("/api/status")
+            return server
+        except (urllib.error.URLError, ConnectionError, OSError):
+            if time.monotonic() > deadline:
+                stop_jupyter(server)
+                raise RuntimeError(f"jupyter lab did not answer /api/status within 90 s:\n{server.log_tail()}")
+            time.sleep(0.25)
 
 
-def _stop(server: JupyterServer) -> None:
+def stop_jupyter(server: JupyterServer) -> None:
     proc = server.proc
     if proc.poll() is None:
         try:
