@@ -40,3 +40,19 @@ def test_sim_overhead_quick(tmp_path):
         assert set(w["ratio_vs_trace_None"]) == {"sim_trace_events", "sim_trace_full"}, name
         assert all(r > 0 for r in w["ratio_vs_trace_None"].values()), name
         assert all(n > 0 for n in w["calls_per_repeat"].values()), name
+
+
+def test_diagnose_benchmark_quick(tmp_path):
+    out = tmp_path / "diagnose.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "diagnose.py"), "--nodes", "20", "--steps", "200", "--repeats", "2",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert json.loads(out.read_text()) == result
+    assert result["benchmark"] == "diagnose" and result["trace"]["steps"] == 200
+    for level in ("full", "events"):
+        assert result[level]["median_s"] > 0 and result[level]["findings"] > 0
+    assert "pool" in result["full"]["kinds"] and "pool" not in result["events"]["kinds"]
