@@ -394,7 +394,10 @@ export function mount(root, D, host) {
     // the pictures of the steps around i that have not arrived (a widget's host asks the kernel for them)
     const want = [];
     for (let k = Math.max(0, i - 16); k < Math.min(N, i + 33); k++) if (!S[k] && !asked[k]) { want.push(k); asked[k] = 1; }
-    if (want.length) host.need(want);
+    if (!want.length) return;
+    const at = want.indexOf(i);
+    if (at >= 0 && want.length > 1) { want.splice(at, 1); host.need([i]); }  // the step shown first, its neighbours after
+    host.need(want);
   }
   function show(i, quiet) {
     if (!N) return;
