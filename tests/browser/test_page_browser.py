@@ -209,6 +209,9 @@ def test_a_large_page_is_stored_compressed_and_opens_offline(context: Any, tmp_p
     cgviz.to_html(trace, path, renderer="builtin")
     text = path.read_text(encoding="utf-8")
     assert 'data-encoding="gzip-base64"' in text
+    js = explorer_js_override()
+    if js is not None:
+        path.write_text(text.replace(asset("explorer.js"), js), encoding="utf-8")
     page, requests, errors = open_page(context, path)
     ui = UI(page)
     assert ui.step_of(ui.headline()) == (1, len(trace.steps))
