@@ -421,3 +421,22 @@ def test_the_page_of_a_merged_trace_names_each_steps_rank_and_shows_its_own_snap
         assert [s.snapshot for s in part.trace.steps] == [s.snapshot for s in own[r].steps]
     html = cgviz.to_html(planted)
     assert "rank 1 · warmup f → node 4 · generation 7" in html
+
+
+def test_the_perfetto_export_of_a_merged_trace_has_a_process_per_rank_on_one_clock(planted):
+    from cgviz.trace.chrome_trace import to_chrome_trace
+
+    data = to_chrome_trace(planted)
+    names = {e["pid"]: e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"}
+    assert len(names) == 2 and sorted(n.rsplit(" · ", 1)[-1] for n in names.values()) == ["rank 0", "rank 1"]
+    origin = data["otherData"]["start_unix_s"]
+    parts = rank_traces(planted)
+    for pid, name in names.items():
+        rank = int(name.rsplit(" ", 1)[-1])
+        slices = [e for e in data["traceEvents"] if e["pid"] == pid and e["ph"] == "X"]
+        first = min(slices, key=lambda e: e["ts"])
+        step = parts[rank].trace.steps[first["args"]["step"]]
+        assert first["ts"] == pytest.approx((step.start - origin) * 1e6, abs=1.0)  # each rank on the same clock
+        calls = sum(1 for e in slices)
+        assert calls == sum(t for s, t in zip(parts[rank].trace.steps, parts[rank].trace.repeats())
+                            if s.kind not in ("generation", "path_end", "checkpoint_restore"))

@@ -126,11 +126,17 @@ def to_chrome_trace(
         profiler = _profiler_dict(profiler_trace)
     else:
         profiler = None
-    layout = _Layout(trace, folded == "expand" and _expanded_length(trace.steps) <= max_slices)
+    expand = folded == "expand" and _expanded_length(trace.steps) <= max_slices
+    layout = _Layout(trace, expand)
+    ranks = _rank_layouts(trace, expand) if layout.timed else []
     if profiler is None:
         origin = layout.ref + layout.earliest if layout.timed else None
         offset_us = -layout.earliest * 1e6
         pid, first_tid = 1, 1
+        if ranks:  # a merged trace of several ranks: a process per rank, on one clock
+            origin = min(r.ref + r.earliest for r in ranks)
+            events = [e for k, r in enumerate(ranks) for e in r.events(pid + k, first_tid, (r.ref - origin) * 1e6)]
+            return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": layout.describe(origin)}
     else:
         if trace.steps and not layout.timed:
             raise ValueError(
@@ -144,11 +150,26 @@ def to_chrome_trace(
         offset_us = ((layout.ref - whole) - rest / 1e9) * 1e6
         origin = None
         pid, first_tid = _free_ids(profiler["traceEvents"])
+        if ranks:
+            events = [e for k, r in enumerate(ranks)
+                      for e in r.events(pid + k, first_tid, ((r.ref - whole) - rest / 1e9) * 1e6)]
+            return _merged(profiler, events, layout.describe(origin))
     events = layout.events(pid, first_tid, offset_us)
     info = layout.describe(origin)
     if profiler is None:
         return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": info}
     return _merged(profiler, events, info)
+
+
+def _rank_layouts(trace: Trace, expand: bool) -> list["_Layout"]:
+    """A layout per rank of a merged multi-rank trace (`cgviz.merge`) whose ranks all have start
+    times, in rank order; [] for any other trace."""
+    if not isinstance(trace.meta.get("ranks"), list):
+        return []
+    from cgviz.trace.ranks import rank_traces
+
+    layouts = [_Layout(part.trace, expand) for _, part in sorted(rank_traces(trace).items())]
+    return layouts if layouts and all(r.timed for r in layouts) else []
 
 
 def _free_ids(events: list) -> tuple[int, int]:
@@ -524,7 +545,7 @@ def _live_bytes(snap: Snapshot) -> int:
 
 
 def _process_name(meta: dict) -> str:
-    """'cgviz · sim tree · cpu (simulated CUDA pool) · chain'."""
+    """'cgviz · sim tree · cpu (simulated CUDA pool) · chain' (· rank 1 for one rank of several)."""
     backend = meta.get("backend")
     parts = ["cgviz"]
     if isinstance(backend, str) and backend:
@@ -533,4 +554,7 @@ def _process_name(meta: dict) -> str:
         value = meta.get(key)
         if isinstance(value, str) and value:
             parts.append(value)
+    rank = meta.get("rank")
+    if type(rank) is int:
+        parts.append(f"rank {rank}")
     return " · ".join(parts)
