@@ -75,6 +75,6 @@ docs: setup
 # Removes build outputs and caches; keeps .venv (and its torch) but forgets the
 # setup stamp, so the next `make setup` re-installs the package. rm -rf .venv for a full reset.
 clean:
-	rm -rf build dist .pytest_cache .hypothesis $(STAMP)
+	rm -rf build dist .pytest_cache .hypothesis docs/_build docs/notebooks $(STAMP)
 	rm -rf cgviz-demo.*
 	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name "*.egg-info" \) -type d -print -exec rm -rf {} +
