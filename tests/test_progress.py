@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from cgviz.cli import ProgressBar
+from cgviz.progress import ProgressBar
 from cgviz.views.html import _in_kernel
 
 

@@ -34,21 +34,24 @@ def graph_nodes(dot: str) -> list[tuple[str, str]]:
     return out
 
 
+_demangled: dict[str, str] = {}  # symbol -> its demangled name: a tree records the same kernels again and again
+
+
 def demangle(names: list[str]) -> list[str]:
-    """C++ symbols demangled by `c++filt` (one process for all), or as they are without it."""
-    mangled = [n for n in names if n.startswith("_Z")]
+    """C++ symbols demangled by `c++filt` (one process for the names not seen before), or as
+    they are without it."""
+    mangled = list(dict.fromkeys(n for n in names if n.startswith("_Z") and n not in _demangled))
     tool = shutil.which("c++filt")
     if not mangled or tool is None:
-        return list(names)
+        return [_demangled.get(n, n) for n in names]
     try:
         done = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return list(names)
+        return [_demangled.get(n, n) for n in names]
     plain = done.stdout.splitlines()
-    if done.returncode != 0 or len(plain) != len(mangled):
-        return list(names)
-    table = dict(zip(mangled, plain))
-    return [table.get(n, n) for n in names]
+    if done.returncode == 0 and len(plain) == len(mangled):
+        _demangled.update(zip(mangled, plain))
+    return [_demangled.get(n, n) for n in names]
 
 
 def kernel_counts(dot: str) -> list[list]:

@@ -198,10 +198,10 @@ def value_summary(t: Any) -> dict:
         values = values[finite]
         if values.numel() == 0:
             return out
-        values = values.double()
+    values = values.double()  # exact statistics for every dtype (a mean of integers included)
     out["min"] = _plain(values.min().item())
     out["max"] = _plain(values.max().item())
-    out["mean"] = _plain(values.double().mean().item())
+    out["mean"] = _plain(values.mean().item())
     return out
 
 

@@ -543,19 +543,21 @@ def _pool(trace: Trace) -> list[Finding]:
     )]
 
 
+def timed_graphs(profile: Any) -> dict[str, list[dict]]:
+    """The recorded graphs of a profile (`trace.meta["profile"]`) that have a replay time, by function."""
+    out: dict[str, list[dict]] = {}
+    for entry in (profile.values() if isinstance(profile, dict) else ()):
+        if isinstance(entry, dict) and entry.get("kind") == "graph" and entry.get("replay_us") is not None:
+            out.setdefault(str(entry.get("function")), []).append(entry)
+    return out
+
+
 def _times(steps: list[Step], meta: dict) -> list[Finding]:
     """Per function, from a profile (Tree(profile=True)): what a replay costs on the device
     against an eager run of the same function, and against the whole call on the host (the
     tree's own checks and the launch), where that is large."""
-    profile = meta.get("profile")
-    if not isinstance(profile, dict):
-        return []
-    per_fn: dict[str, list[dict]] = {}
-    for entry in profile.values():
-        if isinstance(entry, dict) and entry.get("kind") == "graph" and entry.get("replay_us") is not None:
-            per_fn.setdefault(str(entry.get("function")), []).append(entry)
     out = []
-    for fn, entries in per_fn.items():
+    for fn, entries in timed_graphs(meta.get("profile")).items():
         replay = statistics.median(e["replay_us"] for e in entries)
         eager_entries = [e for e in entries if e.get("eager_us") is not None and not e.get("eager_is_first_call")]
         eager = statistics.median(e["eager_us"] for e in eager_entries) if eager_entries else None

@@ -52,7 +52,7 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
         check_save_target(path, "HTML")  # before building the page, which can take a while
     bar = None
     if progress is None and _in_kernel():  # a notebook: a line on the cell's stderr once it takes a second
-        from cgviz.cli import ProgressBar
+        from cgviz.progress import ProgressBar
 
         progress = bar = ProgressBar(rewrites=True)
     try:

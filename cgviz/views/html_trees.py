@@ -141,7 +141,7 @@ class TreeStates:
         if frame is None:
             structure = self._structure(snap)
             path = set(snap.path)
-            touched = self._unchanged_since_last(snap, structure, path, inval, active)
+            touched = self._touched_since_last(snap, structure, path, inval, active)
             last = self._last
             looks = list(last[1].looks) if touched is not None else [0] * len(snap.nodes)
             replays = list(last[1].replays) if touched is not None else [0] * len(snap.nodes)
@@ -163,7 +163,7 @@ class TreeStates:
             self._last = (snap, frame, path, snap.current_node, active, inval)
         return frame
 
-    def _unchanged_since_last(self, snap: "Snapshot", structure: _Structure, path: set[int], inval: set[int],
+    def _touched_since_last(self, snap: "Snapshot", structure: _Structure, path: set[int], inval: set[int],
                               active: Optional[int]) -> Optional[set[int]]:
         """The ids whose look may differ from the last frame built although their node object is
         the same (path, current node, the active node, invalidations), or None when the last

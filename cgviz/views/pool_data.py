@@ -19,7 +19,7 @@ Words, colours and geometry all come from `cgviz.views.pool`, so the page shows 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cgviz.views.text import format_bytes
 from cgviz.views.style import node_color, text_color_on
@@ -135,11 +135,10 @@ class PoolData:
         return index
 
     def _legend(self, snap: "Snapshot", infos: list[_Segment]) -> int:
-        # legend_entries reads only the nodes and categories of the blocks: give it one stand-in each
-        stand_ins: list[dict[str, Any]] = [{"node": n, "category": "output"} for i in infos for n in i.nodes]
-        stand_ins += [{"node": None, "category": c} for i in infos for c in i.categories]
+        nodes = set().union(*(i.nodes for i in infos))
+        present = set().union(*(i.categories for i in infos))
         entries = []
-        for e in legend_entries(snap, stand_ins, None):
+        for e in legend_entries(snap, nodes, present, None):
             color = node_color(e.node) if e.kind == "node" else ("" if e.face == "none" else e.face)
             entries.append((self._style("output" if e.kind == "node" else e.kind, color), e.label,
                             -1 if e.node is None else e.node))

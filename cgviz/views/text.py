@@ -198,17 +198,13 @@ def time_lines(profile: Optional[dict], functions: set) -> list[str]:
     replay time against its eager time (`Tree(profile=True)`)."""
     import statistics
 
-    by_fn: dict[str, list[dict]] = {}
-    for entry in (profile or {}).values():
-        if isinstance(entry, dict) and entry.get("kind") == "graph" and entry.get("function") in functions:
-            by_fn.setdefault(entry["function"], []).append(entry)
+    from cgviz.trace.diagnose import timed_graphs
+
     out = []
-    for fn, entries in by_fn.items():
-        timed = [e for e in entries if e.get("replay_us") is not None]
-        if not timed:
-            continue
-        best = dict(timed[0], replay_us=statistics.median(e["replay_us"] for e in timed))
-        out.append(f"  time: {fn} {time_line(best)}")
+    for fn, timed in timed_graphs(profile).items():
+        if fn in functions:
+            best = dict(timed[0], replay_us=statistics.median(e["replay_us"] for e in timed))
+            out.append(f"  time: {fn} {time_line(best)}")
     return out
 
 

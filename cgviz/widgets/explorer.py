@@ -194,7 +194,7 @@ class Explorer(anywidget.AnyWidget):
             return
         follow = self.step >= self._sent_n - 1
         if self.tree is not None:
-            self.tree.trace  # noqa: B018 - reading it brings the trace's profile up to date
+            self.trace = self.tree.trace  # the same trace, its profile brought up to date
         start = max(0, min(start, self._sent_n))
         self._data.grow(start)
         self._known = min(self._known, start)
