@@ -39,7 +39,7 @@ $(BIN)/python:
 # torch first, and only when the venv cannot import it yet: torch==$(TORCH_VERSION)
 # (a CPU wheel where pip finds one locally), else the CPU wheel index.
 # Then the package itself, editable, with its test extras, what the browser tests drive
-# (JupyterLab, Notebook 7, Playwright) and what builds the docs (Sphinx, MyST-NB, Furo).
+# (JupyterLab, Notebook 7, marimo, Playwright) and what builds the docs (Sphinx, MyST-NB, Furo).
 $(STAMP): pyproject.toml | $(BIN)/python
 	@if $(BIN)/python -c "import torch" >/dev/null 2>&1; then \
 		echo "torch $$($(BIN)/python -c "import torch; print(torch.__version__)") already in $(VENV)"; \

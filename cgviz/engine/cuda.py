@@ -203,7 +203,7 @@ class CudaBackend:
         return {
             "backend": "cuda",
             "device": f"{self.device} ({torch.cuda.get_device_name(self.device)})",
-            "torch": torch.__version__,
+            "torch": str(torch.__version__),
             "cuda": torch.version.cuda,
         }
 

@@ -87,7 +87,7 @@ class SimBackend:
         return WallTimer()
 
     def describe(self) -> dict:
-        return {"backend": "sim", "device": "cpu (simulated CUDA pool)", "torch": torch.__version__}
+        return {"backend": "sim", "device": "cpu (simulated CUDA pool)", "torch": str(torch.__version__)}
 
     def unsupported_input(self, t: torch.Tensor) -> Optional[str]:
         if t.device.type != "cpu":

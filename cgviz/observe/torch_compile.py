@@ -117,7 +117,7 @@ class TorchObserver:
         self.level = trace
         self.trace = Trace(meta={
             "backend": "torch.compile", "source": "torch._inductor.cudagraph_trees",
-            "torch": torch.__version__, "trace_level": trace,
+            "torch": str(torch.__version__), "trace_level": trace,
         })
         self.generation = 1
         self.managers: list = []

@@ -89,6 +89,7 @@ class PageData:
         self._node_ids: dict[int, int] = {}  # id(NodeView) -> index into node_recs
         self._functions: dict[int, str] = {}
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
+        self._windows: Any = None  # a widget's trees as drawings and node states (`tree_windows`)
         self.renderer = self._choose(renderer)
 
     # -- the head ---------------------------------------------------------------------------------
@@ -153,10 +154,25 @@ class PageData:
         return out
 
     def window(self, steps: Iterable[int]) -> dict:
-        """A piece for a host that has the head: ``at`` maps step index (text) to its record."""
+        """A piece for a host that has the head: ``at`` maps step index (text) to its record.
+        With the built-in layout the trees come as drawings and node states (``tree``, see
+        `tree_windows`), so the front end steps by repainting a few nodes."""
         n = len(self.trace.steps)
-        at = {str(i): self._record(i, None) for i in steps if 0 <= i < n}
-        return {**self._new_items(), "at": at}
+        wanted = sorted({i for i in steps if 0 <= i < n})
+        tree = None
+        if self.renderer == "builtin" and self._windows is None:
+            from cgviz.views.tree_windows import TreeWindows
+
+            self._windows = TreeWindows(lambda svg: self.trees.add(strip_prolog(svg)))
+        if self._windows is not None:
+            drawings, tree = self._windows.piece(self.trace.steps, wanted)
+            at = {}
+            for i in wanted:
+                rec = at[str(i)] = self._record(i, None, drawings[i])
+                rec[0] = drawings[i]  # a record made before may name an older drawing
+        else:
+            at = {str(i): self._record(i, None) for i in wanted}
+        return {**self._new_items(), "at": at, **({"tree": tree} if tree is not None else {})}
 
     def _new_items(self) -> dict:
         lists = {"lines": self.store.lines, "trees": self.trees.items, "nodes": self.node_recs,
@@ -167,7 +183,9 @@ class PageData:
             self._sent[k] = len(items)
         return out
 
-    def _record(self, i: int, states: Any) -> list:
+    def _record(self, i: int, states: Any, drawing: Optional[int] = None) -> list:
+        """Step `i`'s record; its tree is `states`' structure, or `drawing` (a `TreeWindows`
+        drawing), or else the step's own picture."""
         rec = self._records.get(i)
         if rec is not None and states is None:
             return rec
@@ -178,8 +196,10 @@ class PageData:
         tree = pool = sidx = -1
         if states is not None:
             tree = states.add(step)
+        elif drawing is not None:
+            tree = drawing
         if snap is not None:
-            if states is None:
+            if states is None and drawing is None:
                 tree = self._cached(("tree", self._tree_key(step)), step,
                                     lambda: self.trees.add(strip_prolog(tree_svg(snap, step, renderer=self.renderer))))
             pool = self._cached(("pool", id(snap)), snap, lambda: self.pools.add(snap))

@@ -178,3 +178,81 @@ def test_notebook7_explorer(context: Any, jupyter: Any, trace: Any) -> None:
     problem = ui.state_column_problem()
     assert problem is None, problem
     assert page.viewport_size == VIEWPORT
+
+
+LONG = ("import torch, cgviz\n"
+        "t = cgviz.Tree('sim')\n"
+        "f = t.wrap(lambda x: x * 2, name='f')\n"
+        "g = t.wrap(lambda x: x + 1, name='g')\n"
+        "for i in range(60):\n"
+        "    g(f(torch.ones(2 + i % 5)))\n"
+        "    if i % 7 == 6:\n"
+        "        t.mark_step()\n"
+        "trace = t.trace\n"
+        "trace.save('long.cgtrace.json')")
+
+
+def expected_nodes(trace: Any, i: int) -> dict[int, tuple[set[str], int]]:
+    """Per node shown after step i: its state classes and replay count, from the trace (the
+    classes as the per-step drawing of the built-in layout gives them)."""
+    from cgviz.views.tree import node_state
+
+    step = trace.steps[i]
+    snap = step.snapshot
+    return {n.id: ({f"state-{w}" for w in node_state(snap, n.id, step) - {n.kind}}, n.replays) for n in snap.nodes}
+
+
+# the page repaints only the nodes in (or near) the tree panel's view, the rest as they are
+# scrolled to: scroll over the whole tree first
+SCROLL_TREE = """async (root) => {
+  const box = document.querySelector(root + ' .cg-tree-box'), frame = () => new Promise((r) => requestAnimationFrame(r));
+  for (let y = 0; y <= box.scrollHeight; y += box.clientHeight / 2)
+    for (let x = 0; x <= box.scrollWidth; x += box.clientWidth / 2) { box.scrollTo(x, y); await frame(); }
+  box.scrollTo(0, 0); await frame();
+}"""
+SHOWN_NODES = """(root) => Array.from(document.querySelectorAll(root + ' .cg-tree-box g[id^="node-"]')).map((g) =>
+  [+g.id.slice(5), (g.getAttribute('class') || '').split(/\\s+/).filter((c) => c.startsWith('state-')), g.textContent])"""
+
+
+def test_jupyterlab_builtin_trees_follow_the_steps(context: Any, jupyter: Any) -> None:
+    """The widget's built-in trees come as drawings plus node states, a window of steps at a
+    time: after every kind of move (▶, ◀, a key, a far jump set from a cell, End, Home) the
+    tree shows exactly the step's nodes, each with the step's states and replay count."""
+    from cgviz.trace.model import Trace
+
+    name = jupyter.write_notebook("long.ipynb", [LONG, "ex = cgviz.Explorer(trace, renderer='builtin')\nex", ""])
+    page = open_and_run_all(context, jupyter, f"/lab/tree/{name}")
+    trace = Trace.load(jupyter.root / "long.cgtrace.json")
+    ui, n = UI(page), len(trace.steps)
+    assert n > 100, n
+
+    def check(i: int) -> None:
+        page.wait_for_function("([r, i]) => !document.querySelector(r).classList.contains('loading') && "
+                               "(document.querySelector(r + ' .cg-headline').textContent || '').includes('step ' + i + '/')",
+                               arg=[".cgviz", i + 1], timeout=10_000)
+        page.evaluate(SCROLL_TREE, ".cgviz")
+        shown = {node: (set(classes), text) for node, classes, text in page.evaluate(SHOWN_NODES, ".cgviz")}
+        want = expected_nodes(trace, i)
+        assert set(shown) == set(want), f"step {i + 1}: nodes {sorted(shown)} shown, {sorted(want)} expected"
+        for node, (classes, replays) in want.items():
+            got_classes, text = shown[node]
+            assert got_classes - {"state-selected"} == classes, f"step {i + 1}, node {node}: {got_classes} != {classes}"
+            assert f"{replays} replay" in text, f"step {i + 1}, node {node}: {replays} replays expected in {text!r}"
+
+    check(0)  # a trace opens at its first step
+    for k in range(1, 4):
+        ui.el(".cg-next").click()
+        check(k)
+    page.keyboard.press("ArrowRight")
+    check(4)
+    for target in (n // 2, n - 3, n // 3):
+        run_typed_cell(page, f"ex.step = {target}")
+        check(target)
+        ui.el(".cg-prev").click()
+        check(target - 1)
+    page.locator(".cgviz").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("End")
+    check(n - 1)
+    page.keyboard.press("Home")
+    check(0)
+    shot(page, "lab-builtin-trees")

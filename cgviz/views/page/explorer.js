@@ -63,7 +63,7 @@ export function mount(root, D, host) {
   const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps");
   let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
   let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], geo = {}, must = {};
-  let shownLegend = -1, segEls = {}, segCount = 0, boxW = 0;
+  let shownLegend = -1, segEls = {}, segCount = 0, boxW = 0, queue = [], waiting = 0;
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
   const style = el("style"); root.appendChild(style);
@@ -157,8 +157,14 @@ export function mount(root, D, host) {
     if (b.height && (r.top < b.top || r.bottom > b.bottom)) list.scrollTop += r.top - b.top - list.clientHeight / 3;
   }
   function merge(p) {
-    // a piece of pictures: new items append to the lists (indices never change), `at` fills steps
+    // a piece of pictures: new items append to the lists (indices never change), `at` fills steps;
+    // a widget's trees come as drawings plus node states (views/tree_windows.py)
     ["lines", "trees", "nodes", "snaps", "banners", "segs", "pstyles", "ptexts", "legends", "pools"].forEach((k) => { D[k] = (D[k] || []).concat(p[k] || []); });
+    if (p.tree && p.tree !== T) {
+      if (!T) T = {structs: [], looks: [], keys: {}, delta: {}};
+      T.structs = T.structs.concat(p.tree.structs); T.looks = T.looks.concat(p.tree.looks);
+      Object.assign(T.keys, p.tree.keys); Object.assign(T.delta, p.tree.delta);
+    }
     for (const i in p.at || {}) { S[+i] = p.at[i]; delete asked[i]; }
   }
 
@@ -192,15 +198,15 @@ export function mount(root, D, host) {
     } else tbox.innerHTML = next.map((j) => D.lines[j]).join("\n");
     shownLines = next;
   }
+  function stateOf(f) { const m = {}; for (let j = 0; j < f.length; j += 3) m[f[j]] = [f[j + 1], f[j + 2]]; return m; }
   function stateAt(i) {
-    // node id -> [look, replays] after step i: on from the state last computed when that is at most
-    // a keyframe's distance before i, else from the keyframe before i (a jump costs at most that)
-    if (!tState || tAt > i || i - tAt > T.every) {
-      const k = i - i % T.every, f = T.keys[k]; tState = {}; tAt = k;
-      for (let j = 0; j < f.length; j += 3) tState[f[j]] = [f[j + 1], f[j + 2]];
-    }
+    // node id -> [look, replays] after step i: from the whole state kept nearest before i (the
+    // page keeps one every T.every steps; a widget's piece, one per run of steps), or from the
+    // state last computed when that is nearer; then the deltas up to i
+    let k = i; while (k > 0 && !T.keys[k]) k--;
+    if (!tState || tAt > i || tAt < k) { tState = stateOf(T.keys[k] || []); tAt = k; }
     for (let s = tAt + 1; s <= i; s++) {
-      const d = T.delta[s];
+      const d = T.delta[s] || [];
       for (let j = 0; j < d.length; j += 3) { if (d[j + 1] < 0) delete tState[d[j]]; else tState[d[j]] = [d[j + 1], d[j + 2]]; }
     }
     tAt = i; return tState;
@@ -217,7 +223,7 @@ export function mount(root, D, host) {
     if (st[0] !== shownStruct) {
       const s = T.structs[st[0]];
       tbox.innerHTML = unrun(D.trees[s[0]]); shownStruct = st[0]; hot = []; geo = {};
-      shownState = copyOf(stateAt(s[1]));
+      shownState = s[2] ? stateOf(s[2]) : copyOf(stateAt(s[1]));
       tbox.querySelectorAll('g[id^="node-"]').forEach((g) => {
         const m = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute("transform"));
         geo[g.id.slice(5)] = [+m[1], +m[2], +g.dataset.w];
@@ -391,13 +397,23 @@ export function mount(root, D, host) {
 
   // -- a step --------------------------------------------------------------------------------------
   function ask(i) {
-    // the pictures of the steps around i that have not arrived (a widget's host asks the kernel for them)
+    // the pictures of the steps around i that have not arrived (a widget's host asks the kernel for
+    // them): step i alone first, then its neighbours, nearest first, a few at a time and one ask
+    // at a time, so that a jump waits for one small piece at most; asks not sent yet are dropped
+    queue.forEach((ks) => ks.forEach((k) => { delete asked[k]; }));
+    queue = [];
     const want = [];
-    for (let k = Math.max(0, i - 16); k < Math.min(N, i + 33); k++) if (!S[k] && !asked[k]) { want.push(k); asked[k] = 1; }
+    for (let d = 0; d <= 32; d++) [i + d, i - d].forEach((k, j) => {
+      if ((d || !j) && k >= 0 && k < N && (d <= 16 || k > i) && !S[k] && !asked[k]) { want.push(k); asked[k] = 1; }
+    });
     if (!want.length) return;
-    const at = want.indexOf(i);
-    if (at >= 0 && want.length > 1) { want.splice(at, 1); host.need([i]); }  // the step shown first, its neighbours after
-    host.need(want);
+    if (want[0] === i) queue.push(want.splice(0, 1));
+    for (let j = 0; j < want.length; j += 8) queue.push(want.slice(j, j + 8));
+    pump();
+  }
+  function pump() {
+    if (waiting && Date.now() - waiting > 10000) waiting = 0;  // a reply that never came
+    if (!waiting && queue.length) { waiting = Date.now(); host.need(queue.shift()); }
   }
   function show(i, quiet) {
     if (!N) return;
@@ -475,11 +491,20 @@ export function mount(root, D, host) {
     grow(h) {
       // new steps, or a fold that rewrote the last ones: their pictures come again when asked for
       S.length = Math.min(S.length, h.start); for (const k in asked) if (+k >= h.start) delete asked[k];
+      if (T && !Array.isArray(T.delta)) {
+        for (const k in T.keys) if (+k >= h.start) delete T.keys[k];
+        for (const k in T.delta) if (+k >= h.start) delete T.delta[k];
+        if (tAt >= h.start) tState = null;
+      }
       head(h); if (N) show(Math.min(cur < 0 ? N - 1 : cur, N - 1), true); },
-    piece(p) { merge(p); if (cur >= 0 && S[cur] && root.classList.contains("loading")) show(cur, true); },
+    piece(p) {
+      merge(p); waiting = 0;
+      if (cur >= 0 && S[cur] && root.classList.contains("loading")) show(cur, true);
+      pump();
+    },
     get step() { return cur; },
   };
-  merge({at: {}});
+  merge({at: D.at || {}});
   const start = host.start();
   sel = start.sel;
   show(start.step, true);
@@ -489,7 +514,7 @@ export function mount(root, D, host) {
 
 // The Jupyter widget's host (anywidget): the traits `step` and `selected` follow the view both
 // ways; the kernel sends the head at once (`_head`), then pieces of pictures as they are asked for.
-export function render({ model, el: root }) {
+function render({ model, el: root }) {
   const D = Object.assign({}, model.get("_head"), model.get("_first"));
   root.tabIndex = 0; root.classList.add("cg-widget");
   const host = {
@@ -515,3 +540,5 @@ export function render({ model, el: root }) {
   });
   return () => { model.off("change:step", follow); model.off("change:selected", follow); };
 }
+
+export default { render };
