@@ -55,13 +55,31 @@ def test_recorded_training_trace_has_the_backward_under_the_forward():
 def test_recorded_traces_cover_the_cases():
     assert torch_trace_names() == [
         "torch_cpu_input", "torch_data_dependent_shape", "torch_dynamic_shapes", "torch_graph_break",
-        "torch_inference", "torch_many_shapes", "torch_mutated_input", "torch_overwritten", "torch_pending_backward",
-        "torch_training", "torch_training_overwritten",
+        "torch_inference", "torch_kernels", "torch_many_shapes", "torch_mutated_input", "torch_overwritten",
+        "torch_pending_backward", "torch_training", "torch_training_overwritten",
     ]
     assert torch_trace("torch_overwritten").steps[-1].kind == "error"
     assert any(s.kind == "eager" and "skipping cudagraphs" in s.reason.lower() for s in torch_trace("torch_cpu_input").steps)
     dyn = torch_trace("torch_dynamic_shapes").last_snapshot()
     assert len([n for n in dyn.nodes if n.kind == "graph" and n.parent is None]) >= 3
+
+
+def test_recorded_graphs_of_the_shipped_traces_say_their_kernels():
+    """observe_torch at trace "full" read each graph torch recorded (tests/gpu/test_observe_kernels.py
+    checks them against torch's profiler): every recorded node has its kernels, and the page's
+    node panel gets them."""
+    from cgviz.views.page_data import PageData
+
+    trace = torch_trace("torch_training")
+    recorded = {s.node for s in trace.steps if s.kind == "record"}
+    profile = trace.meta["profile"]
+    assert recorded and recorded == {int(k) for k in profile}
+    for entry in profile.values():
+        assert entry["kind"] == "graph" and sum(count for _, count in entry["kernels"]) > 0
+    shown = PageData(trace, renderer="builtin").head()["profile"]
+    backward = next(k for k, e in profile.items() if "(backward)" in e["function"])
+    assert [k[1] for k in shown[backward]["kernels"]] == [count for _, count in profile[backward]["kernels"]]
+    assert any(name.startswith("triton_") for name, _ in profile[backward]["kernels"])
 
 
 def test_new_generation_check_agrees_with_torchs_own():

@@ -7,6 +7,8 @@ calls plain functions and `cgviz info` can list what was found.
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any, Callable, Optional
 
 import torch
@@ -101,12 +103,32 @@ def storage_use_count(storage_id: int) -> int:
 def inspectable_graph() -> Any:
     """A CUDAGraph that keeps its cudaGraph_t after instantiation, so that `graph_dot` can print
     it (torch's debug mode; `keep_graph=True` where torch has it, as recent releases need)."""
-    try:
-        graph = torch.cuda.CUDAGraph(keep_graph=True)
-    except TypeError:  # releases before keep_graph kept the graph in debug mode alone
-        graph = torch.cuda.CUDAGraph()
-    graph.enable_debug_mode()
-    return graph
+    return inspectable_graph_class()()
+
+
+@functools.lru_cache(maxsize=None)
+def inspectable_graph_class() -> type:
+    """torch's CUDAGraph, made to keep its graph (see `inspectable_graph`): a subclass, so that
+    it can stand in for torch.cuda.CUDAGraph where torch's own code makes a graph."""
+    from torch.cuda.graphs import CUDAGraph
+
+    class InspectableGraph(CUDAGraph):
+        # torch's graph takes keep_graph twice: in __new__ (its Python class) and in __init__
+        # (the C++ class); a call with no arguments must pass True to both
+        def __new__(cls, keep_graph: bool = False) -> Any:
+            try:
+                return super().__new__(cls, True)
+            except TypeError:  # releases before keep_graph kept the graph in debug mode alone
+                return super().__new__(cls)
+
+        def __init__(self, keep_graph: bool = False) -> None:
+            try:
+                super().__init__(True)
+            except TypeError:
+                super().__init__()
+            self.enable_debug_mode()
+
+    return InspectableGraph
 
 
 def graph_dot(graph: Any) -> str:

@@ -46,7 +46,7 @@ CLASS_MEMBERS: dict[str, tuple] = {
         "cuda_graphs_thread_pool", "device_index", "ids_to_stack_traces",
         "non_cudagraph_managed_mutation_hint", "exceed_rerecord_limit", "_get_node_id",
     ),
-    "CUDAGraphNode": ("id", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
+    "CUDAGraphNode": ("id", "graph", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
                       "check_invariants"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm"),
     "GraphID": ("id",),
@@ -376,3 +376,19 @@ def path_clear_hook(original: Callable, active: list, on_generation: Callable, o
         return out
 
     return clear_current_path_state_and_set_to_none
+
+
+@contextlib.contextmanager
+def graphs_kept() -> Any:
+    """While torch's manager records a node: the CUDA graph it makes (``torch.cuda.CUDAGraph()``
+    in CUDAGraphNode.__init__) keeps its cudaGraph_t, so that its kernels can be read after the
+    capture (`_torch_compat.graph_dot`). torch instantiates such a graph at its first replay,
+    which torch's recording does at once, so what the node runs is unchanged."""
+    from cgviz.engine._torch_compat import inspectable_graph_class
+
+    kept, saved = inspectable_graph_class(), torch.cuda.CUDAGraph
+    torch.cuda.CUDAGraph = kept
+    try:
+        yield
+    finally:
+        torch.cuda.CUDAGraph = saved

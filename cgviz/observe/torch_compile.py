@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from cgviz.engine import _torch_compat as compat
+from cgviz.engine.kernels import kernel_counts
 from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SKIPPED, graph_name, stack_frames
 from cgviz.trace.fold import fold_repeats
 from cgviz.observe import _torch_layout as layout
@@ -111,10 +113,13 @@ def compiled_graph_name(torch_name: str, compile_id: str, mode: str, frame: str 
 class TorchObserver:
     """Turns the manager's activity into steps; `trace` grows while it is active."""
 
-    def __init__(self, trace: str = "full") -> None:
+    def __init__(self, trace: str = "full", kernels: Optional[bool] = None) -> None:
         if trace not in ("events", "full"):
             raise ValueError(f"trace must be 'events' or 'full', not {trace!r}")
+        if kernels is not None and not isinstance(kernels, bool):
+            raise TypeError(f"kernels must be True, False or None (on at trace 'full'), not {kernels!r}")
         self.level = trace
+        self.read_kernels = trace == "full" if kernels is None else kernels
         self.trace = Trace(meta={
             "backend": "torch.compile", "source": "torch._inductor.cudagraph_trees",
             "torch": str(torch.__version__), "trace_level": trace,
@@ -296,6 +301,12 @@ class TorchObserver:
         if manager is not None:
             step.snapshot = self.snapshot(manager)
         self.log.add(key, step, duration)
+
+    def kernels_read(self, node: Any, label: str, kernels: list) -> None:
+        """A recorded node's CUDA graph nodes (kernels, copies, sets: [name, count]), kept in the
+        trace's profile as the cuda backend keeps its own (no times: torch replays the graph)."""
+        profile = self.trace.meta.setdefault("profile", {})
+        profile[str(self.node_id(node))] = {"function": label, "kind": "graph", "kernels": kernels}
 
     def label(self, manager: Any, function_id: Any) -> str:
         """A function's name in the trace (see compiled_graph_name), made once."""
@@ -588,8 +599,11 @@ def _install() -> None:
             # why the existing children could not replay (asked again only now, off the replay path)
             notes = [] if layout.read(self, "in_recording", False) else layout.replay_mismatches(
                 self, parent, new_inputs, function_id)
-            out = original(self, new_inputs, function_id, *args, **kwargs)
+            keep = any(obs.read_kernels for obs in _ACTIVE)
+            with layout.graphs_kept() if keep else contextlib.nullcontext():
+                out = original(self, new_inputs, function_id, *args, **kwargs)
             node = layout.read(self, "current_node")
+            kernels = graph_kernels(layout.read(node, "graph")) if keep else None
             for obs in _ACTIVE:
                 obs.catch_up()  # replays noted before this recording come first
                 obs._notes[:0] = [f"node {obs.node_id(child)} could not replay: {why}" for child, why in notes]
@@ -599,6 +613,8 @@ def _install() -> None:
                 reason = f"recording {label} as {where}" + (f" (compile id {cid})" if cid else "")
                 obs._invalidated = {k for k in obs._invalidated if k[0] != obs.node_id(node)}
                 obs.step("record", reason, self, function=label, node=node, start=start)
+                if obs.read_kernels and kernels is not None:
+                    obs.kernels_read(node, label, kernels)
             return out
         return method
 
@@ -775,9 +791,21 @@ def _uninstall() -> None:
             setattr(graph, attribute, original)
 
 
-def start_observing(trace: str = "full") -> TorchObserver:
+def graph_kernels(graph: Any) -> Optional[list]:
+    """What a CUDA graph torch recorded holds ([name, count], `kernel_counts`), or None when
+    the graph kept nothing to read."""
+    if graph is None:
+        return None
+    try:
+        dot = compat.graph_dot(graph)
+    except Exception:  # a graph that did not keep its cudaGraph_t: debug_dump refuses
+        return None
+    return kernel_counts(dot) if dot else None
+
+
+def start_observing(trace: str = "full", kernels: Optional[bool] = None) -> TorchObserver:
     """Begin recording torch.compile's CUDA graph trees; returns the observer (its .trace grows)."""
-    observer = TorchObserver(trace)
+    observer = TorchObserver(trace, kernels)
     import torch._inductor.compile_fx  # noqa: F401  (so the skip logger's importers are patched too)
 
     if not _ACTIVE:
@@ -799,7 +827,8 @@ def stop_observing(observer: TorchObserver) -> Trace:
 
 
 @contextlib.contextmanager
-def observe_torch(trace: str = "full", path: str | os.PathLike | None = None) -> Iterator[Trace]:
+def observe_torch(trace: str = "full", path: str | os.PathLike | None = None, *,
+                  kernels: Optional[bool] = None) -> Iterator[Trace]:
     """`with cgviz.observe_torch() as trace:` — torch.compile(mode="reduce-overhead") activity
     inside the block becomes the Trace's steps (replays are made into steps in batches: inside
     the block the newest few thousand may not show yet; after it, all do). An "overwritten by a subsequent run" error
@@ -809,11 +838,16 @@ def observe_torch(trace: str = "full", path: str | os.PathLike | None = None) ->
     of a torch.distributed job, `{rank}` and `{world_size}` in it are filled in and the trace's
     meta names the rank (`path="run-{rank}.cgtrace.json"`; see cgviz.trace.ranks.rank_path): a
     placeholder that cannot be filled, or a path that cannot be written, is refused here, before
-    anything runs."""
+    anything runs.
+
+    `kernels` (default: on at trace "full"): each graph torch records keeps its CUDA graph
+    after capture, and its kernels, copies and sets go into ``trace.meta["profile"]`` (shown in
+    the node panel); torch then instantiates the graph at its first replay, which its recording
+    does at once."""
     target = None if path is None else rank_path(path)
     if target is not None:
         check_save_target(target, "trace")
-    observer = start_observing(trace)
+    observer = start_observing(trace, kernels)
     try:
         yield observer.trace
     except RuntimeError as exc:

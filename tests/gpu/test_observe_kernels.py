@@ -1,0 +1,91 @@
+"""On a GPU: the graphs torch.compile(mode="reduce-overhead") records, observed, say which
+kernels they hold, the same ones torch's profiler sees when the compiled code runs without
+CUDA graphs; and keeping the graph for reading changes nothing the model computes."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+import cgviz
+from cgviz.observe.torch_compile import observe_torch
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def fn(a, b):
+    return (torch.relu(a @ b) + 1).sum(0)
+
+
+def _profiled_kernels(compiled, *args) -> Counter:
+    from torch.profiler import ProfilerActivity, profile
+
+    compiled(*args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        compiled(*args)
+        torch.cuda.synchronize()
+    return Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def test_an_observed_graph_holds_the_kernels_the_compiled_code_runs():
+    a = torch.randn(256, 256, device="cuda")
+    b = torch.randn(256, 256, device="cuda")
+    graphed = torch.compile(fn, mode="reduce-overhead")
+    with observe_torch() as trace:
+        results = [graphed(a, b).clone() for _ in range(4)]
+    graphs = [e for e in trace.meta["profile"].values() if e["kind"] == "graph"]
+    assert len(graphs) == 1, trace.meta["profile"]
+    held = Counter({name: count for name, count in graphs[0]["kernels"]})
+    torch._dynamo.reset()
+    plain = torch.compile(fn)  # the same generated code, run without CUDA graphs
+    assert held == _profiled_kernels(plain, a, b)
+    for r in results:  # the kept graph replays what torch recorded
+        torch.testing.assert_close(r, fn(a, b), rtol=1e-3, atol=1e-3)
+    assert trace.counts()["execute"] >= 1
+    out = os.environ.get("CGVIZ_TRACE_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        trace.save(Path(out) / "torch_kernels.cgtrace.json")
+
+
+def test_kernels_off_keeps_torch_graph_as_torch_made_it():
+    a = torch.randn(64, 64, device="cuda")
+    graphed = torch.compile(fn, mode="reduce-overhead")
+    with observe_torch(kernels=False) as trace:
+        for _ in range(3):
+            graphed(a, a)
+    assert "profile" not in trace.meta
+    from cgviz.engine._torch_compat import inspectable_graph_class
+    from torch._inductor import cudagraph_trees as trees
+
+    manager = trees.get_container(0).get_tree_manager()
+    node = manager.current_node or next(iter(manager.roots.values()))[0]
+    graph = getattr(node, "graph", None)
+    assert graph is not None and not isinstance(graph, inspectable_graph_class())
+    assert torch.cuda.CUDAGraph is torch.cuda.graphs.CUDAGraph  # put back after recording
+
+
+def test_events_level_reads_no_kernels_unless_asked():
+    a = torch.randn(64, 64, device="cuda")
+    graphed = torch.compile(fn, mode="reduce-overhead")
+    with observe_torch(trace="events") as trace:
+        for _ in range(3):
+            graphed(a, a)
+    assert "profile" not in trace.meta
+    torch._dynamo.reset()
+    graphed = torch.compile(fn, mode="reduce-overhead")
+    with observe_torch(trace="events", kernels=True) as trace:
+        for _ in range(3):
+            graphed(a, a)
+    assert any(e["kernels"] for e in trace.meta["profile"].values())
+    cgviz.diagnose(trace)  # a profile with kernels and no times is read as such
