@@ -1,5 +1,5 @@
 """The `cgviz` command: demo a scenario, render a saved trace as HTML, export it for Perfetto,
-merge the traces of a multi-rank job, report versions and backends."""
+merge the traces of a multi-rank job, report versions and backends or what a saved trace holds."""
 
 from __future__ import annotations
 
@@ -282,6 +282,8 @@ def _default_html_path(trace_path: str) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
+    if args.trace is not None:
+        return _trace_info(args.trace)
     import platform
 
     import torch
@@ -303,6 +305,21 @@ def _info(args: argparse.Namespace) -> int:
     print("private torch functions used by the cuda backend:")
     for need, found in _torch_compat.FOUND.items():
         print(f"  {need:<38} {found or 'missing'}")
+    return 0
+
+
+def _trace_info(path: str) -> int:
+    """What a saved trace holds; for a merged multi-rank trace, its ranks and each one's counts."""
+    from cgviz.trace.ranks import is_merged, rank_traces
+    from cgviz.views.text import rank_count_lines, ranks_summary, trace_counts
+
+    trace = _load("info", path)
+    if trace is None:
+        return 1
+    print(f"{path}: {trace_counts(trace)}")
+    if is_merged(trace):
+        print(ranks_summary(trace.meta))
+        print("\n".join(rank_count_lines({rank: part.trace for rank, part in rank_traces(trace).items()})))
     return 0
 
 
@@ -357,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                   "run-*.cgtrace.json)")
     merge.add_argument("-o", "--output", metavar="PATH", required=True, help="the merged trace (all.cgtrace.json)")
     merge.set_defaults(run=_merge)
-    info = sub.add_parser("info", help="versions, backends, and the private torch functions found")
+    info = sub.add_parser("info", help="versions, backends, and the private torch functions found; with TRACE, "
+                                       "what a saved trace holds (rank by rank for a merged one)")
+    info.add_argument("trace", metavar="TRACE", nargs="?", help="a trace saved as JSON (run.cgtrace.json)")
     info.set_defaults(run=_info)
     return parser
 

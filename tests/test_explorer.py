@@ -139,6 +139,6 @@ def test_run_next_call_runs_the_workload_and_reports_its_error():
 
 def test_the_widget_runs_the_pages_module_and_stays_small():
     assert Explorer._esm == (Path(cgviz.__file__).parent / "views" / "page" / "explorer.js").read_text(encoding="utf-8")
-    assert "export function render" in Explorer._esm and "getElementById" not in Explorer._esm
+    assert "export default { render }" in Explorer._esm and "getElementById" not in Explorer._esm
     source = Path(cgviz.__file__).parent / "widgets" / "explorer.py"
     assert len(source.read_text(encoding="utf-8").splitlines()) < 300

@@ -90,6 +90,7 @@ class PageData:
         self._functions: dict[int, str] = {}
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self._windows: Any = None  # a widget's trees as drawings and node states (`tree_windows`)
+        self._ranks = _rank_trees(trace)  # a merged trace's trees, a drawing per rank (`rank_trees`)
         self.renderer = self._choose(renderer)
 
     # -- the head ---------------------------------------------------------------------------------
@@ -127,7 +128,7 @@ class PageData:
         n = len(self.trace.steps)
         wanted = range(n) if steps is None else sorted({i for i in steps if 0 <= i < n})
         states = None
-        if whole and self.renderer == "builtin" and any(s.snapshot is not None for s in self.trace.steps):
+        if whole and self.renderer == "builtin" and self._ranks is None and any(s.snapshot is not None for s in self.trace.steps):
             from cgviz.views.html_trees import TreeStates
 
             states = TreeStates(lambda svg: self.trees.add(strip_prolog(svg)))
@@ -160,7 +161,7 @@ class PageData:
         n = len(self.trace.steps)
         wanted = sorted({i for i in steps if 0 <= i < n})
         tree = None
-        if self.renderer == "builtin" and self._windows is None:
+        if self.renderer == "builtin" and self._windows is None and self._ranks is None:
             from cgviz.views.tree_windows import TreeWindows
 
             self._windows = TreeWindows(lambda svg: self.trees.add(strip_prolog(svg)))
@@ -199,13 +200,23 @@ class PageData:
         elif drawing is not None:
             tree = drawing
         if snap is not None:
-            if states is None and drawing is None:
+            if self._ranks is not None:
+                tree = self._rank_drawing(i)
+            elif states is None and drawing is None:
                 tree = self._cached(("tree", self._tree_key(step)), step,
                                     lambda: self.trees.add(strip_prolog(tree_svg(snap, step, renderer=self.renderer))))
             pool = self._cached(("pool", id(snap)), snap, lambda: self.pools.add(snap))
             sidx = self._snap_index(snap)
         rec = self._records[i] = [tree, pool, sidx, step.node, self._banner(i)]
         return rec
+
+    def _rank_drawing(self, i: int) -> int:
+        """Step `i`'s trees of a merged trace: its rank's and every other rank's beside it."""
+        from cgviz.views.rank_trees import ranks_tree_svg
+
+        ranks = self._ranks
+        return self._cached_key(("ranks",) + ranks.key(i), lambda: self.trees.add(
+            ranks_tree_svg(ranks.at(i), self.trace.steps[i].rank, renderer=self.renderer)))
 
     def _cached(self, key: tuple, keep: Any, make: Any) -> int:
         i = self._by_id.get(key)
@@ -314,10 +325,15 @@ class PageData:
     # -- text -------------------------------------------------------------------------------------
     def _header(self) -> dict:
         """``meta`` ([key, text] pairs), ``count`` (the steps, and calls when repeats were folded)
-        and ``kinds`` ([kind, count] for the kinds that occur)."""
+        and ``kinds`` ([kind, count] for the kinds that occur). A merged trace's ranks are said in
+        words (`ranks_summary`, which says the world size too)."""
+        from cgviz.views.text import ranks_summary
+
         meta = self.trace.meta
-        keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER and k not in _NOT_SHOWN)
-        items = [[k, v if isinstance(meta[k], str) else json.dumps(v, ensure_ascii=False)]
+        hidden = _NOT_SHOWN + (("world_size",) if "ranks" in meta else ())
+        keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER and k not in hidden)
+        items = [[k, ranks_summary(meta) if k == "ranks"
+                  else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)]
                  for k, v in ((k, meta[k]) for k in keys)]
         n, calls = len(self.trace.steps), self.trace.calls
         count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} calls, repeats counted)" if calls != n else "")
@@ -382,6 +398,16 @@ class PageData:
         except Exception:
             xs = [round((i + 0.5) / n, 5) for i in range(n)]
         return svg, xs
+
+
+def _rank_trees(trace: "Trace") -> Any:
+    """A `RankTrees` for a trace merged from two ranks or more, else None."""
+    if not any(s.rank for s in trace.steps):
+        return None
+    from cgviz.views.rank_trees import RankTrees
+
+    ranks = RankTrees(trace)
+    return ranks if len(ranks.ranks) > 1 else None
 
 
 def _default_title(trace: "Trace") -> str:

@@ -8,9 +8,10 @@ matplotlib, nothing that needs a trace's producer.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 if TYPE_CHECKING:
     from cgviz.trace.model import OutputView, Snapshot, Step, Trace
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "format_bytes", "plural", "headline", "generation_banner", "output_row", "path_line", "REPEATS_NOTE",
     "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines", "format_us", "time_line", "time_lines", "kernel_label",
-    "kernel_summary", "value_text",
+    "kernel_summary", "value_text", "ranks_summary", "trace_counts", "rank_count_lines",
 ]
 
 #: The words for a step kind counted in a summary ("3 replays").
@@ -248,3 +249,65 @@ def value_text(values: Optional[dict]) -> str:
     stats = [f"{k} {values[k]:.4g}" for k in ("min", "max", "mean") if isinstance(values.get(k), (int, float))]
     bad = [f"{values[k]} {word}" for k, word in (("nan", "NaN"), ("inf", "Inf")) if values.get(k)]
     return " · ".join([text + (" " + " · ".join(stats) if stats else "")] + bad)
+
+
+#: Per-rank meta that a ranks summary says bare (where a rank ran); other keys it names.
+_RANK_PLACES = ("device", "hostname", "host")
+#: Per-rank meta a ranks summary leaves out: the rank itself, and the profile (the node panel's).
+_RANK_UNSAID = ("rank", "world_size", "local_rank", "ranks", "profile")
+#: A device as `cgviz.trace.ranks.rank_path` writes it: 'cuda:1 (NVIDIA H100 80GB HBM3)'.
+_DEVICE = re.compile(r"(.*) \((.+)\)")
+
+
+def ranks_summary(meta: dict) -> str:
+    """A merged trace's ``meta["ranks"]`` in one line: '2 ranks of world size 2 on NVIDIA H100:
+    rank 0 cuda:0 · rank 1 cuda:1'. Of each rank only what differs between the ranks is said (what
+    they share is in the merged meta already), and a GPU model every device names is said once."""
+    metas = [m for m in meta.get("ranks") or [] if isinstance(m, dict)]
+    model = _shared_model(metas)
+    head = plural(len(metas), "rank")
+    if meta.get("world_size") is not None:
+        head += f" of world size {meta['world_size']}"
+    if model:
+        head += f" on {model}"
+    keys = _differing(metas)
+    ranks = [" ".join([f"rank {m.get('rank', '?')}"] + [_rank_fact(k, m[k], model) for k in keys if k in m])
+             for m in metas]
+    return f"{head}: {' · '.join(ranks)}"
+
+
+def _shared_model(metas: list[dict]) -> str:
+    """The GPU model in every rank's device ('cuda:0 (NVIDIA H100)'), or '' where they differ."""
+    found = [_DEVICE.fullmatch(m["device"]) if isinstance(m.get("device"), str) else None for m in metas]
+    models = {f.group(2) if f else "" for f in found}
+    return models.pop() if len(models) == 1 else ""
+
+
+def _differing(metas: list[dict]) -> list[str]:
+    """The meta keys, with plain values, that not every rank has alike: where they ran first."""
+    keys = {k for m in metas for k in m if k not in _RANK_UNSAID}
+    plain = [k for k in keys if all(isinstance(m.get(k), (str, int, float, bool, type(None))) for m in metas)]
+    differ = {k for k in plain if len({m.get(k) for m in metas}) > 1}
+    return [k for k in _RANK_PLACES if k in differ] + sorted(differ - set(_RANK_PLACES))
+
+
+def _rank_fact(key: str, value: Any, model: str) -> str:
+    if key == "device" and model:
+        value = str(value).removesuffix(f" ({model})")
+    return str(value) if key in _RANK_PLACES else f"{key.replace('_', ' ')} {value}"
+
+
+def trace_counts(trace: "Trace") -> str:
+    """'12 steps (40 calls) · 2 graphs recorded · 30 replays': what a trace, or one rank's part of
+    a merged one, holds (eager fallbacks and errors too, where there are any)."""
+    counts, n, calls = trace.counts(), len(trace.steps), trace.calls
+    parts = [plural(n, "step") + (f" ({calls} calls)" if calls != n else ""),
+             plural(counts["record"], "graph") + " recorded", plural(counts["execute"], "replay")]
+    parts += [plural(counts[kind], word) for kind, word in (("eager", "eager fallback"), ("error", "error"))
+              if counts[kind]]
+    return " · ".join(parts)
+
+
+def rank_count_lines(parts: Mapping[int, "Trace"]) -> list[str]:
+    """'  rank 0: 12 steps · 2 graphs recorded · 10 replays', one line per rank's part."""
+    return [f"  rank {rank}: {trace_counts(trace)}" for rank, trace in parts.items()]

@@ -222,3 +222,37 @@ def test_a_large_page_is_stored_compressed_and_opens_offline(context: Any, tmp_p
     assert page.locator(".cgviz .cg-blk").count() > 0  # the pool, laid out from its records
     assert requests == [] and errors == []
     shot(page, "page-large-compressed")
+
+
+def test_a_merged_trace_shows_every_ranks_tree_and_the_steps_rank(context: Any, tmp_path: Path) -> None:
+    """A two-rank trace: each step's tree beside the other rank's, the headline's kind in its
+    colour after the rank, and a click on the step's rank's node shows that node."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from test_rank_trees import _rank_trace
+
+    from cgviz.trace.ranks import merge
+
+    merged = merge([_rank_trace(0, [4, 4, 4, 4]), _rank_trace(1, [4, 4, 8, 8, 8])])
+    path = tmp_path / "merged.html"
+    cgviz.to_html(merged, path)
+    js = explorer_js_override()
+    if js is not None:
+        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
+    page, requests, errors = open_page(context, path)
+    ui = UI(page)
+    i = max(k for k, s in enumerate(merged.steps) if s.rank == 1 and s.kind == "record")
+    ui.el(".cg-slider").evaluate("(s, i) => { s.value = i; s.dispatchEvent(new Event('input')); }", i)
+    page.wait_for_function("(i) => document.querySelector('.cgviz .cg-headline').textContent.includes('step ' + i + '/')",
+                           arg=i + 1, timeout=10_000)
+    assert ui.el(".cg-headline .kind").inner_text() == "record"
+    labels = page.locator(".cgviz .cg-tree-box text").all_text_contents()
+    assert "rank 1 · this step's rank" in labels and any(t.startswith("rank 0 · after step") for t in labels)
+    own = merged.steps[i].snapshot.nodes
+    assert ui.tree_nodes() == len(own)  # the other rank's nodes are drawn under ids of their own
+    ui.click_node(own[0].id)
+    page.wait_for_function("(t) => (document.querySelector('.cgviz .cg-node .title') || {}).textContent === t",
+                           arg=f"{own[0].function} · node {own[0].id}", timeout=10_000)
+    shot(page, "page-merged-ranks")
+    assert requests == [] and errors == []

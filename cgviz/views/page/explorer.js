@@ -423,11 +423,12 @@ export function mount(root, D, host) {
     cur = i; row.classList.add("cur");
     reveal(row); markFindings();
     q("now").className = "cg-now k-" + R[0];
-    const hl = q("headline"), text = R[1] + R[3], sp = text.indexOf(" ");
+    // the kind's word in its colour (after "rank r · " in a merged trace)
+    const hl = q("headline"), text = R[1] + R[3], at = Math.max(text.indexOf(R[0]), 0), end = at + R[0].length;
     hl.textContent = "";
-    hl.appendChild(el("span", null, "step " + (i + 1) + "/" + N + " · "));
-    hl.appendChild(el("span", "kind", sp < 0 ? text : text.slice(0, sp)));
-    if (sp >= 0) hl.appendChild(el("span", null, text.slice(sp)));
+    hl.appendChild(el("span", null, "step " + (i + 1) + "/" + N + " · " + text.slice(0, at)));
+    hl.appendChild(el("span", "kind", text.slice(at, end)));
+    if (end < text.length) hl.appendChild(el("span", null, text.slice(end)));
     q("reason").textContent = R[2];
     slider.value = i; q("pos").textContent = "step " + (i + 1) + " / " + N;
     q("first").disabled = q("prev").disabled = i === 0; q("last").disabled = q("next").disabled = i === N - 1;

@@ -1,0 +1,95 @@
+"""The trees of a merged multi-rank trace side by side: after a step, its rank's tree, and beside
+it every other rank's tree as that rank last left it.
+
+Each rank grows a tree of its own (node ids, generations and snapshots are per rank), so the
+picture of a step is one drawing per rank, each under a "rank r" label, the step's own rank
+first and outlined. Only the step's rank can be clicked: the others' ids are prefixed, so the
+explorer's node panel (which shows the step's rank) never mistakes one rank's node 3 for
+another's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional
+
+from cgviz.views.page_store import namespace_ids, strip_prolog
+from cgviz.views.style import TREE_STYLE as STYLE
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import Snapshot, Step, Trace
+
+__all__ = ["RankTrees", "ranks_tree_svg"]
+
+_GAP = 28.0  # px between two ranks' trees
+_LABEL = 22.0  # px above each tree for its label
+_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([\d.]+)(pt|px)?"[^>]*?\bheight="([\d.]+)(pt|px)?"')
+_PX = {"pt": 4 / 3, "px": 1.0, None: 1.0}
+
+
+class RankTrees:
+    """Walks a merged trace step by step (`at`), keeping each rank's latest snapshot."""
+
+    def __init__(self, trace: "Trace") -> None:
+        self.trace = trace
+        self._latest: dict[int, tuple["Snapshot", "Step", int]] = {}
+        self._seen = 0
+        self.ranks = sorted({s.rank for s in trace.steps if s.rank is not None})
+
+    def at(self, i: int) -> dict[int, tuple["Snapshot", Optional["Step"], int]]:
+        """Per rank, the tree after step `i` and the step (an index) that left it so: the step's
+        own rank with its step (what it did shows), the others with none (only their state)."""
+        steps = self.trace.steps
+        if i < self._seen:  # a step before those walked: walk again from the start
+            self._latest, self._seen = {}, 0
+        for k in range(self._seen, i + 1):
+            s = steps[k]
+            if s.rank is not None and s.snapshot is not None:
+                self._latest[s.rank] = (s.snapshot, s, k)
+        self._seen = i + 1
+        own = steps[i].rank
+        return {r: (snap, step if r == own and k == i else None, k) for r, (snap, step, k) in self._latest.items()}
+
+    def key(self, i: int) -> tuple:
+        """What the picture of step `i` depends on (equal keys, equal pictures)."""
+        trees = self.at(i)
+        return (self.trace.steps[i].rank,) + tuple(
+            (r, id(snap), k, None if step is None else (step.kind, step.node, tuple(sorted({p[0] for p in step.invalidated}))))
+            for r, (snap, step, k) in sorted(trees.items()))
+
+
+def ranks_tree_svg(trees: dict[int, tuple["Snapshot", Optional["Step"], int]], own: Optional[int],
+                   renderer: str = "auto") -> str:
+    """One SVG holding each rank's tree (`trees`: as `RankTrees.at` gives them), `own`'s
+    first and clickable, the others after it in rank order, each labelled."""
+    from cgviz.views.tree import tree_svg
+
+    order = ([own] if own in trees else []) + [r for r in sorted(trees) if r != own]
+    parts, x, height = [], 0.0, 0.0
+    for r in order:
+        snap, step, last = trees[r]
+        svg = strip_prolog(tree_svg(snap, step, renderer=renderer, legend=r == order[0]))
+        if r != own:
+            svg = namespace_ids(svg, f"rank{r}-")
+        w, h = _size(svg)
+        label = f"rank {r}" + (" · this step's rank" if r == own else f" · after step {last + 1}")
+        weight = ' font-weight="bold"' if r == own else ""
+        parts.append(f'<text x="{x + 4:.1f}" y="15" font-size="12"{weight} fill="{STYLE["edge_label"]}">{label}</text>')
+        if r == own:
+            parts.append(f'<rect x="{x + 0.5:.1f}" y="{_LABEL - 2:.1f}" width="{w - 1:.1f}" height="{h + 3:.1f}" '
+                         f'fill="none" stroke="{STYLE["current_border"]}" stroke-width="1" rx="4"/>')
+        parts.append(svg.replace("<svg", f'<svg x="{x:.1f}" y="{_LABEL:.1f}"', 1))
+        x += w + _GAP
+        height = max(height, h)
+    width, total = max(x - _GAP, 1.0), height + _LABEL + 2
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.1f}" height="{total:.1f}" '
+            f'viewBox="0 0 {width:.1f} {total:.1f}" font-family="{STYLE["font"]}" class="cgviz-rank-trees">\n'
+            + "\n".join(parts) + "\n</svg>")
+
+
+def _size(svg: str) -> tuple[float, float]:
+    m = _SIZE.search(svg)
+    if m is None:
+        return 300.0, 150.0
+    return float(m.group(1)) * _PX[m.group(2)], float(m.group(3)) * _PX[m.group(4)]
+
