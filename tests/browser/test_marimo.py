@@ -225,3 +225,26 @@ def test_marimo_header_has_no_objects(opened: Any) -> None:
     wait_for_explorer(page, errors, app)
     header = page.locator(".cgviz .cg-header").first.inner_text()
     assert "[object Object]" not in header, header
+
+
+def test_marimo_dark_theme_darkens_the_explorer(opened: Any) -> None:
+    """marimo's dark theme (what it sets on <body>: a "dark-theme" class and data-theme="dark"):
+    the explorer follows it, and back; no panel stays white."""
+    page, _, errors, app = opened
+    wait_for_explorer(page, errors, app)
+    ui = UI(page)
+    set_theme = "(t) => { const b = document.body; b.classList.remove('light', 'light-theme', 'dark', 'dark-theme'); " \
+                "b.classList.add(t, t + '-theme'); b.dataset.theme = t; }"
+    root = page.locator(".cgviz").first
+    try:
+        page.evaluate(set_theme, "dark")
+        page.wait_for_function("() => true")
+        root.evaluate("e => new Promise((r) => requestAnimationFrame(() => r()))")
+        assert root.evaluate("e => e.classList.contains('cg-dark')"), "the explorer did not follow marimo's dark theme"
+        shot(page, "marimo-dark")
+        white = ui.white_boxes()
+        assert white == [], "white boxes in marimo's dark theme:\n  " + "\n  ".join(white)
+    finally:
+        page.evaluate(set_theme, "light")
+    root.evaluate("e => new Promise((r) => requestAnimationFrame(() => r()))")
+    assert not root.evaluate("e => e.classList.contains('cg-dark')")

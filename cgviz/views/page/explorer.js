@@ -52,6 +52,10 @@ function pageHost() {
     },
     shown(i, sel) { try { history.replaceState(null, "", "#step=" + (i + 1) + (sel != null ? "&node=" + sel : "")); } catch (e) { /* file: pages may refuse */ } },
     need() {},
+    dark(set) {  // the reader's colour scheme
+      const m = window.matchMedia("(prefers-color-scheme: dark)");
+      set(m.matches); m.addEventListener("change", (e) => set(e.matches));
+    },
     listen(view) { window.addEventListener("hashchange", () => { const s = this.start(); view.go(s.step, s.sel, true); }); },
   };
 }
@@ -486,6 +490,7 @@ export function mount(root, D, host) {
     const to = {ArrowLeft: cur - 1, ArrowRight: cur + 1, Home: 0, End: N - 1}[e.key];
     if (to != null && N) { e.preventDefault(); e.stopPropagation(); show(to); }
   });
+  if (host.dark) host.dark((on) => root.classList.toggle("cg-dark", on));
   const view = {
     root,
     go(i, node, quiet) { sel = node; show(i, quiet); },
@@ -526,6 +531,10 @@ function render({ model, el: root }) {
       model.set("step", i); model.set("selected", node); model.save_changes();
     },
     need(steps) { model.send({type: "steps", steps}); },
+    dark(set) {  // marimo's dark theme (JupyterLab's and VS Code's come through their CSS variables)
+      const b = document.body, on = () => b.dataset.theme === "dark" || b.classList.contains("dark-theme");
+      set(on()); new MutationObserver(() => set(on())).observe(b, {attributes: true, attributeFilter: ["class", "data-theme"]});
+    },
   };
   const view = mount(root, D, host);
   const run = root.querySelector(".cg-run"), error = root.querySelector(".cg-error");
