@@ -5,6 +5,11 @@
 
 `gpu_trace("branching")` is the trace of that scenario (`cgviz.scenarios`) recorded with the
 cuda backend on an NVIDIA H100 with torch 2.11 (the trace's `meta` says so).
+
+`ddp_traces("planted")` are the two ranks' traces of a DDP training compiled with
+mode="reduce-overhead" (tests/gpu/ddp_reduce_overhead.py: gloo, two ranks sharing one H100),
+where rank 1 got a batch of another size at one step; `ddp_traces("clean")`, the same without.
+`cgviz.merge(ddp_traces("planted"))` flags where the ranks diverged.
 """
 
 from __future__ import annotations
@@ -13,6 +18,16 @@ from pathlib import Path
 
 GPU_DIR = Path(__file__).resolve().parent / "gpu"
 TORCH_DIR = Path(__file__).resolve().parent / "torch"
+DDP_DIR = Path(__file__).resolve().parent / "ddp"
+
+
+def ddp_traces(run: str) -> list[Path]:
+    """The rank traces of the DDP run `run` ("planted" or "clean"), rank 0 first."""
+    paths = sorted(DDP_DIR.glob(f"{run}-*.cgtrace.json"))
+    if not paths:
+        runs = sorted({p.name.split("-")[0] for p in DDP_DIR.glob("*.cgtrace.json")})
+        raise KeyError(f"no DDP run named {run!r}; there are: {', '.join(runs)}")
+    return paths
 
 
 def gpu_trace_names() -> list[str]:

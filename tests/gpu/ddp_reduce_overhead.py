@@ -2,8 +2,9 @@
 
     torchrun --nproc_per_node 2 tests/gpu/ddp_reduce_overhead.py OUTDIR [--plant] [--steps N]
 
-Each rank trains a small MLP (DistributedDataParallel, NCCL, one GPU per rank) compiled with
-mode="reduce-overhead", inside `cgviz.observe_torch(path=OUTDIR/"run-{rank}.cgtrace.json")`, so
+Each rank trains a small MLP (DistributedDataParallel, NCCL, one GPU per rank) whose module is
+compiled with mode="reduce-overhead" (--compile outer compiles the DDP module instead: torch 2.11
+then graph-breaks inside DDP's forward and records no CUDA graph at all), inside `cgviz.observe_torch(path=OUTDIR/"run-{rank}.cgtrace.json")`, so
 each rank writes the trace of its own CUDA graph tree. With --plant, rank 1 gets a batch of
 another size at one step (the others keep theirs): its tree warms up and records while the
 other rank replays. Rank 0 then merges the files into OUTDIR/all.cgtrace.json (and all.html),
@@ -40,14 +41,15 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--plant", action="store_true", help="give rank 1 a batch of another size at one step")
     parser.add_argument("--steps", type=int, default=12, help="training steps (default 12)")
     parser.add_argument("--odd-step", type=int, default=6, help="the step at which --plant changes rank 1's batch")
+    parser.add_argument("--compile", choices=("inner", "outer"), default="inner",
+                        help="compile the module DDP wraps (inner, default) or the DDP module itself (outer)")
     parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                         help="default: nccl with a GPU per rank; gloo where ranks share a GPU (NCCL refuses that)")
     return parser.parse_args()
 
 
-def train(model: nn.Module, rank: int, args: argparse.Namespace, device: torch.device) -> list[int]:
-    compiled = torch.compile(model, mode="reduce-overhead")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def train(compiled: nn.Module, rank: int, args: argparse.Namespace, device: torch.device) -> list[int]:
+    opt = torch.optim.SGD(compiled.parameters(), lr=0.01)
     gen = torch.Generator(device="cpu").manual_seed(1234 + rank)
     batches = []
     for step in range(args.steps):
@@ -124,7 +126,10 @@ def main() -> int:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(FEATURES, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
                           nn.Linear(128, CLASSES)).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[local])
+    if args.compile == "inner":  # DDP around the compiled module: its graphs are CUDA graphs
+        ddp = DistributedDataParallel(torch.compile(model, mode="reduce-overhead"), device_ids=[local])
+    else:  # the compiled DDP module: torch 2.11 does not trace DDP's forward (no CUDA graphs at all)
+        ddp = torch.compile(DistributedDataParallel(model, device_ids=[local]), mode="reduce-overhead")
     status = 0
     try:
         with cgviz.observe_torch(path=args.outdir / "run-{rank}.cgtrace.json"):
