@@ -164,7 +164,7 @@ def strings_in(value):
 
 def shipped_traces() -> list[Path]:
     files = sorted(DATA.glob("**/*.json"))
-    assert {p.parent.name for p in files} == {"gpu", "torch"} and len(files) >= 12
+    assert {p.parent.name for p in files} == {"ddp", "gpu", "torch"} and len(files) >= 12
     return files
 
 

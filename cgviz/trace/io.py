@@ -39,7 +39,9 @@ import sys
 import types
 import typing
 from functools import lru_cache
-from typing import Any, Callable, Literal, Optional, TextIO, Union
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_, is_not, not_
+from typing import Any, Callable, Iterable, Iterator, Literal, Optional, TextIO, Union
 
 from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
 
@@ -274,32 +276,62 @@ def with_safe_text(trace: Trace) -> Trace:
 
 
 def _holds_surrogate(trace: Trace) -> bool:
-    """Whether any string in the trace holds a lone surrogate; each shared object is seen once."""
+    """Whether any string in the trace holds a lone surrogate; each shared object is seen once.
+
+    The trace is walked a depth at a time, each depth's objects taken by type with C loops (a
+    long trace's snapshots list millions of nodes, nearly all shared with their neighbours):
+    its strings checked as one text, and what its containers and model objects hold (the
+    model objects not seen before) making the next depth."""
     seen: set[int] = set()
-    stack: list[Any] = [trace.meta, trace.steps]
-    pop, push, push_all = stack.pop, stack.append, stack.extend
-    while stack:
-        value = pop()
-        kind = type(value)
-        if kind is str:
-            if not value.isascii() and _SURROGATE.search(value):
-                return True
-        elif kind is list or kind is tuple:
-            push_all(value)
-        elif kind is dict:
-            push_all(value)
-            push_all(value.values())
-        elif kind in _MODEL and id(value) not in seen:
-            seen.add(id(value))
-            for name in _MODEL[kind]:
-                push(getattr(value, name))
+    objects: list[Any] = [trace.meta, trace.steps]
+    while objects:
+        types = list(map(type, objects))
+        inner: list[Any] = []
+        for kind in _WALKED.intersection(types):
+            of_kind = list(compress(objects, map(is_, types, repeat(kind))))
+            if kind is str:
+                text = "".join(of_kind)
+                if not text.isascii() and _SURROGATE.search(text):
+                    return True
+            elif kind is list or kind is tuple:
+                inner += _new_items(of_kind)
+            elif kind is dict:
+                inner += chain.from_iterable(of_kind)
+                inner += chain.from_iterable(map(dict.values, of_kind))
+            elif kind in _MODEL:
+                inner += chain.from_iterable(map(_FIELD_VALUES[kind], _unseen(of_kind, seen)))
+        objects = inner
     return False
+
+
+def _new_items(lists: list[Any]) -> Iterator[Any]:
+    """The items of `lists`, but for a long list those at the same place in the long list
+    before it (walked already): a snapshot's nodes are mostly the ones of the snapshot before."""
+    parts: list[Iterable[Any]] = []
+    before: Any = ()
+    for items in lists:
+        if len(items) >= 64:
+            parts += (compress(items, map(is_not, items, before)), items[len(before):])
+            before = items
+        else:
+            parts.append(items)
+    return chain.from_iterable(parts)
+
+
+def _unseen(objects: list[Any], seen: set[int]) -> list[Any]:
+    """`objects` not seen before, each once, in order; all of them seen from now on."""
+    by_id = dict(zip(map(id, objects), objects))
+    fresh = list(compress(by_id.values(), map(not_, map(seen.__contains__, by_id))))
+    seen.update(by_id)
+    return fresh
 
 
 # The model's classes and their fields, for walking a trace.
 _MODEL: dict[type, tuple[str, ...]] = {
     cls: tuple(_fields(cls)) for cls in (Step, Snapshot, NodeView, OutputView, Segment, Block)
 }
+_FIELD_VALUES = {cls: attrgetter(*names) for cls, names in _MODEL.items()}  # each has several: a tuple
+_WALKED = {str, list, tuple, dict, *_MODEL}  # the types whose objects are or hold strings
 
 
 def _safe_copy(value: Any, memo: dict[int, Any]) -> Any:

@@ -16,8 +16,11 @@ near) the tree panel's view: the others as they are scrolled to.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from itertools import compress, count
+from operator import ne
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, overload
 
 from cgviz.views import tree as _tree
 
@@ -76,11 +79,11 @@ class _Frame:
 class TreeStates:
     """Builds the trees of a page step by step (`add`), then the page's data (`data`).
 
-    `svg_index` stores a drawing and returns its index among the page's trees (the page keeps
-    drawings as runs over shared lines).
+    `svg_index` stores a drawing (the lines of its SVG text) and returns its index among the
+    page's trees (the page keeps drawings as runs over shared lines).
     """
 
-    def __init__(self, svg_index: Callable[[str], int]) -> None:
+    def __init__(self, svg_index: Callable[[list[str]], int]) -> None:
         self._svg_index = svg_index
         self._statics: dict[int, int] = {}  # id(NodeView) -> index of what the structure keeps of it
         self._static_by_key: dict[tuple, int] = {}
@@ -211,9 +214,10 @@ class TreeStates:
         `progress(done, total)` hears of each structure drawn."""
         structs = sorted(self._structures.values(), key=lambda s: s.index)
         drawn = []
+        cache = DrawCache()
         for k, s in enumerate(structs):
-            drawn.append([self._svg_index(draw_structure(s, self._steps[s.first], self.looks, self._sizes,
-                                                         self._markup)), s.first])
+            lines = draw_structure(s, self._steps[s.first], self.looks, self._sizes, self._markup, cache, lines=True)
+            drawn.append([self._svg_index(lines), s.first])
             if progress is not None:
                 progress(k + 1, len(structs))
         delta: list[list[int]] = []
@@ -254,37 +258,108 @@ def _delta(before: Optional[_Frame], after: _Frame) -> list[int]:
     return out
 
 
+class DrawCache:
+    """What drawing a structure worked out, for drawing the next (`draw_structure_lines`): its
+    layout (`tree.LayoutCache`), and its edges' and nodes' groups with what they show, which
+    the next structure of a growing tree mostly has too, at the same places from either end."""
+
+    __slots__ = ("layout", "edges", "nodes")
+
+    def __init__(self) -> None:
+        self.layout = _tree.LayoutCache()
+        self.edges: tuple[list[tuple], list[str]] = ([], [])
+        self.nodes: tuple[list[tuple], list[str]] = ([], [])
+
+
+@overload
 def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]],
-                   memo: dict[tuple, str]) -> str:
-    """A structure's drawing, its nodes as after its first step: the built-in layout with every
-    box at its largest size (`sizes`: per static node, width, height and smallest height); each
-    node group carries its width and centre (data-w, data-cx) for the page to redraw it, and
-    each edge both its plain and its on-path stroke. `memo` keeps the groups drawn, by what
-    they show: the structures of a growing tree share most of them."""
+                   memo: dict[tuple, str], cache: Optional[DrawCache] = None, *, lines: Literal[False] = False) -> str:
+    ...
+
+
+@overload
+def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]],
+                   memo: dict[tuple, str], cache: Optional[DrawCache] = None, *, lines: Literal[True]) -> list[str]:
+    ...
+
+
+def draw_structure(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]],
+                   memo: dict[tuple, str], cache: Optional[DrawCache] = None, *, lines: bool = False) -> Any:
+    """A structure's drawing: its SVG text, or with `lines` the text's lines, which a page
+    stores as they are (no text to join, then split again): see `draw_structure_lines`."""
+    out = draw_structure_lines(structure, frame, looks, sizes, memo, cache)
+    return out if lines else "\n".join(out)
+
+
+def draw_structure_lines(structure: _Structure, frame: _Frame, looks: list[list[str]], sizes: list[list[float]],
+                         memo: dict[tuple, str], cache: Optional[DrawCache] = None) -> list[str]:
+    """A structure's drawing, as the lines of its SVG text (each node and edge group a line of
+    its own), its nodes as after its first step: the built-in layout with every box at its
+    largest size (`sizes`: per static node, width, height and smallest height); each node
+    group carries its width and centre (data-w, data-cx) for the page to redraw it, and each
+    edge both its plain and its on-path stroke. `memo` keeps the groups drawn, by what they
+    show, and `cache` what drawing the last structure worked out: the structures of a growing
+    tree share most of both."""
     snap = structure.snapshot
     if not snap.nodes:
-        return _tree.builtin_tree_svg(snap)
-    head, legend_w, legend_h = _tree._svg_legend(_tree._MARGIN, _tree._MARGIN)
-    size = {i: (sizes[k][0], sizes[k][1]) for i, k in zip(structure.ids, structure.statics)}
-    box, depth, right, height = _tree._boxes(structure.ids, size, snap, _tree._MARGIN + legend_h + 16)
+        return _tree.builtin_tree_svg(snap).split("\n")
+    if cache is None:
+        cache = DrawCache()
+    ids, statics = structure.ids, structure.statics
+    head, legend_w, legend_h = _legend()
+    size = dict(zip(ids, map(sizes.__getitem__, statics)))
+    box, depth, right, height = _tree._boxes(ids, size, snap, _tree._MARGIN + legend_h + 16, cache.layout)
     width = max(legend_w + 2 * _tree._MARGIN, right + _tree._MARGIN)
-    # an edge leaves its parent where the box is shortest: the rest of it is under the box,
-    # drawn after it, so it meets the box whatever height a step gives it
-    low = {i: box[i][:3] + (sizes[k][2],) for i, k in zip(structure.ids, structure.statics)}
-    edges = []
-    for parent, child, function in _tree._edges(snap):
-        if parent in box and child in box and depth[child] == depth[parent] + 1:
-            key = (parent, child, function, low[parent], box[child])
-            if key not in memo:
-                memo[key] = _edge(*key)
-            edges.append(memo[key])
-    nodes = []
-    for k, node_id in enumerate(structure.ids):
-        key = (node_id, frame.looks[k], frame.replays[k], box[node_id])
-        if key not in memo:
-            memo[key] = _node(node_id, looks[frame.looks[k]], frame.replays[k], box[node_id])
-        nodes.append(memo[key])
-    return _tree._svg_doc(width, height, head + ['<g class="cgviz-edges">'] + edges + ["</g>"] + nodes)
+    edge_keys = _edge_keys(snap, box, depth, size)
+    edges = _drawn(memo, edge_keys, _edge, cache.edges)
+    node_keys = list(zip(ids, frame.looks, frame.replays, map(box.__getitem__, ids)))
+    nodes = _drawn(memo, node_keys, lambda node_id, look, replays, b: _node(node_id, looks[look], replays, b),
+                   cache.nodes)
+    cache.edges, cache.nodes = (edge_keys, edges), (node_keys, nodes)
+    return _tree._svg_lines(width, height, [*head, '<g class="cgviz-edges">', *edges, "</g>", *nodes])
+
+
+@functools.lru_cache(maxsize=1)
+def _legend() -> tuple[tuple[str, ...], float, float]:
+    """The legend above every drawing, its width and height (the same each time)."""
+    parts, width, height = _tree._svg_legend(_tree._MARGIN, _tree._MARGIN)
+    return tuple(parts), width, height
+
+
+def _edge_keys(snap: "Snapshot", box: dict[int, tuple[float, float, float, float]], depth: dict[int, int],
+               size: dict[int, list[float]]) -> list[tuple]:
+    """What each edge drawn shows, in `_tree._edges`' order, of those from a parent to a child
+    one level down: (parent, child, the child's function, the parent's box and smallest height,
+    the child's box)."""
+    function = {n.id: n.function for n in snap.nodes}
+    return [(n.id, c, function[c], box[n.id], size[n.id][2], box[c])
+            for n in snap.nodes for c in n.children if c in function and depth[c] == depth[n.id] + 1]
+
+
+def _drawn(memo: dict[tuple, str], keys: list[tuple], draw: Callable[..., str],
+           last: tuple[list[tuple], list[str]]) -> list[str]:
+    """The group of each key: the last drawing's (`last`: its keys and groups) where the keys
+    are the same from the start or from the end (compared by C loops), else `draw(*key)` the
+    first time and then from `memo`."""
+    last_keys, last_groups = last
+    n = min(len(keys), len(last_keys))
+    head = _same(keys, last_keys, n)
+    tail = _same(keys[::-1], last_keys[::-1], n - head)
+    middle = keys[head : len(keys) - tail]
+    groups = list(map(memo.get, middle))
+    for k, group in enumerate(groups):
+        if group is None:
+            key = middle[k]
+            group = memo.get(key)
+            if group is None:
+                group = memo[key] = draw(*key)
+            groups[k] = group
+    return last_groups[:head] + groups + last_groups[len(last_groups) - tail:]  # type: ignore[operator]
+
+
+def _same(a: list, b: list, limit: int) -> int:
+    """How many items `a` and `b` have equal from the start, up to `limit`."""
+    return next(compress(count(), map(ne, a[:limit], b[:limit])), limit)
 
 
 def _node(node_id: int, look: list, replays: int, box: tuple[float, float, float, float]) -> str:
@@ -301,7 +376,10 @@ def _fill(markup: str, replays: int, w: str, cx: str) -> str:
     return markup.replace(REPLAYS, words).replace(WIDTH, w).replace(CENTRE, cx)
 
 
-def _edge(parent: int, child: int, function: str, pbox: tuple, cbox: tuple) -> str:
+def _edge(parent: int, child: int, function: str, pbox: tuple, low: float, cbox: tuple) -> str:
+    # an edge leaves its parent where the box is shortest (`low`): the rest of it is under the
+    # box, drawn after it, so it meets the box whatever height a step gives it
+    pbox = pbox[:3] + (low,)
     plain = _tree._edge_inner(pbox, cbox, function, False)
     hot = _tree._edge_inner(pbox, cbox, function, True)
     cut = plain.index("<rect")  # the label, the same in both

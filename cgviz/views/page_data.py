@@ -131,7 +131,7 @@ class PageData:
         if whole and self.renderer == "builtin" and self._ranks is None and any(s.snapshot is not None for s in self.trace.steps):
             from cgviz.views.html_trees import TreeStates
 
-            states = TreeStates(lambda svg: self.trees.add(strip_prolog(svg)))
+            states = TreeStates(self.trees.add_lines)  # built-in drawings, as lines: no prolog to strip
         out: dict[str, Any] = {}
         total = len(wanted)
         if whole:

@@ -4,6 +4,8 @@ over a shared pool of lines, with ids namespaced so that several pictures share 
 from __future__ import annotations
 
 import re
+from itertools import compress, count, repeat
+from operator import ne, sub
 from typing import Any
 
 
@@ -17,18 +19,32 @@ class SvgStore:
         self._line_index: dict[str, int] = {}
 
     def runs(self, svg: str) -> list[int]:
+        return self.runs_of_lines(svg.split("\n"))
+
+    def runs_of_lines(self, lines: list[str]) -> list[int]:
+        """The runs of `lines` joined by newlines, without joining them (a drawing made as
+        lines need not be one string only to be split again here)."""
+        return runs(self._indices(lines))
+
+    def _indices(self, lines: list[str]) -> list[int]:
+        """Each line's index in the pool; a new one (split at any newline it holds) is added."""
+        found = list(map(self._line_index.get, lines))
+        if None not in found:
+            return found  # type: ignore[return-value]
         out: list[int] = []
-        index = self._line_index
-        for line in svg.split("\n"):
-            j = index.get(line)
-            if j is None:
-                j = index[line] = len(self.lines)
-                self.lines.append(line)
-            if out and out[-2] + out[-1] == j:
-                out[-1] += 1
+        for line, j in zip(lines, found):
+            if j is not None:
+                out.append(j)
             else:
-                out += (j, 1)
+                out.extend(map(self._add, line.split("\n")))
         return out
+
+    def _add(self, line: str) -> int:
+        j = self._line_index.get(line)
+        if j is None:
+            j = self._line_index[line] = len(self.lines)
+            self.lines.append(line)
+        return j
 
 
 class SvgKind:
@@ -40,12 +56,18 @@ class SvgKind:
         self._by_runs: dict[tuple, int] = {}
 
     def add(self, svg: str) -> int:
-        runs = self.store.runs(svg)  # the runs identify the text: equal texts, equal runs
-        key = tuple(runs)
+        return self._add_runs(self.store.runs(svg))
+
+    def add_lines(self, lines: list[str]) -> int:
+        """`add` of `lines` joined by newlines."""
+        return self._add_runs(self.store.runs_of_lines(lines))
+
+    def _add_runs(self, item: list[int]) -> int:
+        key = tuple(item)  # the runs identify the text: equal texts, equal runs
         i = self._by_runs.get(key)
         if i is None:
             i = self._by_runs[key] = len(self.items)
-            self.items.append(runs)
+            self.items.append(item)
         return i
 
 
@@ -56,13 +78,12 @@ def linear(ax: Any, width: float, n: int) -> list[float]:
 
 
 def runs(values: list[int]) -> list[int]:
-    out: list[int] = []
-    for j in values:
-        if out and out[-2] + out[-1] == j:
-            out[-1] += 1
-        else:
-            out += (j, 1)
-    return out
+    """`values` as runs of consecutive integers, [start, count, ...] (the runs' starts found by
+    C loops: a page stores thousands of drawings of thousands of lines)."""
+    if not values:
+        return []
+    starts = [0, *compress(count(1), map(ne, map(sub, values[1:], values), repeat(1)))]
+    return [x for start, end in zip(starts, starts[1:] + [len(values)]) for x in (values[start], end - start)]
 
 
 _ID_RE = re.compile(r'\bid="(?=[^"]+")')
