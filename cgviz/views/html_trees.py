@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from itertools import compress, count
-from operator import ne
+from operator import is_not, ne
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, overload
 
 from cgviz.views import tree as _tree
@@ -51,7 +51,7 @@ EDGE_CSS = (".cg-tree-box .cg-e1{display:none}.cg-tree-box .on-path>.cg-e1{displ
 class _Structure:
     """One tree structure: the first step drawn with it, and its nodes (as `_static` keys them)."""
 
-    __slots__ = ("index", "first", "snapshot", "ids", "statics")
+    __slots__ = ("index", "first", "snapshot", "ids", "statics", "position")
 
     def __init__(self, index: int, first: int, snapshot: "Snapshot", statics: tuple[int, ...]) -> None:
         self.index = index
@@ -59,6 +59,7 @@ class _Structure:
         self.snapshot = snapshot
         self.ids = [n.id for n in snapshot.nodes]
         self.statics = statics
+        self.position = {node: k for k, node in enumerate(self.ids)}  # node id -> its place
 
 
 class _Frame:
@@ -115,8 +116,11 @@ class TreeStates:
     def _structure(self, snap: "Snapshot") -> _Structure:
         s = self._structure_of.get(id(snap))
         if s is None:
-            statics = self._statics  # most nodes were seen in an earlier snapshot: one lookup each
-            key = tuple([statics[id(n)] if id(n) in statics else self._static(n) for n in snap.nodes])
+            # most nodes were seen in an earlier snapshot: looked up in one pass (map runs in C)
+            found = list(map(self._statics.get, map(id, snap.nodes)))
+            if None in found:
+                found = [self._static(n) if k is None else k for k, n in zip(found, snap.nodes)]
+            key = tuple(found)
             s = self._structures.get(key)
             if s is None:
                 s = self._structures[key] = _Structure(len(self._structures), len(self._steps), snap, key)
@@ -148,10 +152,16 @@ class TreeStates:
             last = self._last
             looks = list(last[1].looks) if touched is not None else [0] * len(snap.nodes)
             replays = list(last[1].replays) if touched is not None else [0] * len(snap.nodes)
-            before = last[0].nodes if touched is not None else None
-            for k, (n, static) in enumerate(zip(snap.nodes, structure.statics)):
-                if before is not None and n is before[k] and n.id not in touched:
-                    continue  # the same node object with the same place on the path: the same look
+            nodes, statics = snap.nodes, structure.statics
+            if touched is None:
+                todo: Any = range(len(nodes))
+            else:  # a node object as before, not touched: the same look (found in one pass, in C)
+                where = structure.position
+                changed = set(compress(count(), map(is_not, nodes, last[0].nodes)))
+                changed.update(where[i] for i in touched if i in where)
+                todo = sorted(changed)  # in order, so that new looks are numbered as they come
+            for k in todo:
+                n, static = nodes[k], statics[k]
                 look, rep, (w, h) = self._card(snap, n, step, path, inval, n.id == active)
                 looks[k] = look
                 replays[k] = rep

@@ -57,8 +57,25 @@ def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: O
     ``steps`` then has one entry per step of the trace: ``[tree, pool, snap, node, banner]``
     (indices into ``trees``, ``pools``, ``snaps``, ``banners``; -1: none), or None for a
     step whose pictures were left out. `progress` (`Progress`) hears how far the pictures are."""
-    data = PageData(trace, title=title, renderer=renderer)
-    return {**data.head(), **data.piece(steps, whole=steps is None, progress=progress)}
+    with _collections_paused():
+        data = PageData(trace, title=title, renderer=renderer)
+        return {**data.head(), **data.piece(steps, whole=steps is None, progress=progress)}
+
+
+@contextlib.contextmanager
+def _collections_paused() -> Any:
+    """Python's cyclic garbage collector held off while a payload is built: building one makes
+    millions of small objects that all live as long as the payload (no cycles to find), and
+    each collection would only walk them again (about a tenth of a 10,000-step export)."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class PageData:
@@ -164,7 +181,7 @@ class PageData:
         if self.renderer == "builtin" and self._windows is None and self._ranks is None:
             from cgviz.views.tree_windows import TreeWindows
 
-            self._windows = TreeWindows(lambda svg: self.trees.add(strip_prolog(svg)))
+            self._windows = TreeWindows(self.trees.add_lines)
         if self._windows is not None:
             drawings, tree = self._windows.piece(self.trace.steps, wanted)
             at = {}
@@ -255,8 +272,11 @@ class PageData:
 
     def _snap_index(self, s: "Snapshot") -> int:
         def make() -> int:
-            known = self._node_ids  # most nodes were indexed with an earlier snapshot: one lookup each
-            nodes = runs([known[id(n)] if id(n) in known else self._node_index(n) for n in s.nodes])
+            # most nodes were indexed with an earlier snapshot: looked up in one pass (map runs in C)
+            found = list(map(self._node_ids.get, map(id, s.nodes)))
+            if None in found:
+                found = [self._node_index(n) if k is None else k for k, n in zip(found, s.nodes)]
+            nodes = runs(found)
             key = ("snap", tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation)
 
             def add() -> int:

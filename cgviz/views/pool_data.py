@@ -28,6 +28,7 @@ from cgviz.views.pool import (
 )
 
 if TYPE_CHECKING:
+    from cgviz.trace.model import NodeView
     from cgviz.trace.model import Segment, Snapshot
 
 __all__ = ["PoolData", "POOL_LISTS", "WIDENED_NOTE"]
@@ -70,6 +71,15 @@ class PoolData:
         self._legend_keys: dict[tuple, int] = {}
         self._pool_keys: dict[tuple, int] = {}
         self._legends_by_rows: dict[tuple, int] = {}
+        self._outputs: dict[int, tuple] = {}  # id(NodeView) -> `_outputs_of`
+
+    def _outputs_of(self, n: "NodeView") -> tuple:
+        """(n, its outputs' (node, index) pairs, those of its live outputs), kept per node
+        object (the object itself too, so that its id() is not reused)."""
+        pairs = frozenset((n.id, o.index) for o in n.outputs)
+        live = frozenset((n.id, o.index) for o in n.outputs if o.state == "live")
+        got = self._outputs[id(n)] = (n, pairs, live)
+        return got
 
     def lists(self) -> dict[str, list]:
         return {name: getattr(self, name) for name in POOL_LISTS}
@@ -79,8 +89,11 @@ class PoolData:
         segments = sorted(snap.segments, key=lambda s: s.address)
         compact = len(segments) > _COMPACT_SEGMENTS
         infos = [self._segment(seg, compact) for seg in segments]
-        live_set = {(n.id, o.index) for n in snap.nodes for o in n.outputs if o.state == "live"}
-        known = {(n.id, o.index) for n in snap.nodes for o in n.outputs}
+        outs = list(map(self._outputs.get, map(id, snap.nodes)))  # most nodes seen before: in C
+        if None in outs:
+            outs = [self._outputs_of(n) if o is None else o for o, n in zip(outs, snap.nodes)]
+        known = set().union(*[o[1] for o in outs])
+        live_set = set().union(*[o[2] for o in outs])
         totals = {
             "reserved": sum(s.size for s in segments),
             "allocated": sum(i.allocated for i in infos),

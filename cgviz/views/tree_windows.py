@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.views import tree as _tree
-from cgviz.views.html_trees import TreeStates, _delta, _Frame, _Structure, draw_structure
+from cgviz.views.html_trees import DrawCache, TreeStates, _delta, _Frame, _Structure, draw_structure
 
 if TYPE_CHECKING:
     from cgviz.trace.model import Step
@@ -31,9 +31,9 @@ _BADGE_WIDTH = max(_tree._text_width(text, _tree._SIZE_BADGE, True)
 class TreeWindows:
     """Builds the tree part of a widget's pieces (`piece`), remembering what was sent.
 
-    `svg_index` stores a drawing and returns its index among the payload's trees."""
+    `svg_index` stores a drawing (its lines) and returns its index among the payload's trees."""
 
-    def __init__(self, svg_index: Callable[[Any], int]) -> None:
+    def __init__(self, svg_index: Callable[[list[str]], int]) -> None:
         self._states = TreeStates(svg_index)
         self._svg_index = svg_index
         # per structure index: (index into `structs` of its latest drawing, its box sizes per node)
@@ -42,6 +42,7 @@ class TreeWindows:
         self._sent_structs = 0
         self._sent_looks = 0
         self._memo: dict[tuple, Any] = {}
+        self._cache = DrawCache()  # the last drawing's groups, for the next one
         self._bare: dict[int, float] = {}  # per static node: its box's height with no badge
         self._keep: dict[int, Any] = {}  # the frames' caches key snapshots by id(): keep them alive
 
@@ -95,8 +96,8 @@ class TreeWindows:
         if got is not None and _fits(self._states._sizes, got[1]):
             return got[0]
         roomy = self._roomy(structure)
-        svg = draw_structure(structure, frame, self._states.looks, roomy, self._memo)
-        self.structs.append([self._svg_index(svg), -1, _flat(frame)])
+        lines = draw_structure(structure, frame, self._states.looks, roomy, self._memo, self._cache, lines=True)
+        self.structs.append([self._svg_index(lines), -1, _flat(frame)])
         index = len(self.structs) - 1
         self._drawn[structure.index] = (index, roomy)
         return index
