@@ -48,11 +48,21 @@ class _Segment:
         self.keep = seg  # the id() cache relies on the object staying alive
         self.index = self.compact_index = -1
         self.allocated = sum(b.size for b in seg.blocks if b.allocated)
-        self.owned = [(b.node, b.output, b.size) for b in seg.blocks
-                      if b.allocated and b.node is not None and b.output is not None]
+        # bytes per output that owns allocated blocks here: (node, output) -> size
+        self.owned: dict[tuple[int, int], int] = {}
+        for b in seg.blocks:
+            if b.allocated and b.node is not None and b.output is not None:
+                key = (b.node, b.output)
+                self.owned[key] = self.owned.get(key, 0) + b.size
         self.nodes: set[int] = set()
         self.categories: set[str] = set()
         self.widened = False
+
+
+def _live_bytes(owned: dict[tuple[int, int], int], live: set, known: set) -> int:
+    """Bytes of a segment's blocks owned by live outputs, or by outputs the snapshot does not
+    know (counted live: nothing says they are dead). Set operations, in C."""
+    return sum(map(owned.__getitem__, owned.keys() & live)) + sum(map(owned.__getitem__, owned.keys() - known))
 
 
 class PoolData:
@@ -97,8 +107,7 @@ class PoolData:
         totals = {
             "reserved": sum(s.size for s in segments),
             "allocated": sum(i.allocated for i in infos),
-            "live": sum(size for i in infos for node, out, size in i.owned
-                        if (node, out) in live_set or (node, out) not in known),
+            "live": sum(_live_bytes(i.owned, live_set, known) for i in infos),
             "segments": len(segments),
             "blocks": sum(len(s.blocks) for s in segments),
         }
