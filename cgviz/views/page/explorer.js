@@ -509,6 +509,7 @@ export function mount(root, D, host) {
       pump();
     },
     get step() { return cur; },
+    get selected() { return sel; },
   };
   merge({at: D.at || {}});
   const start = host.start();
@@ -540,7 +541,11 @@ function render({ model, el: root }) {
   const run = root.querySelector(".cg-run"), error = root.querySelector(".cg-error");
   run.hidden = !model.get("_runnable");
   run.onclick = () => { run.disabled = true; model.send({type: "run"}); };
-  const follow = () => view.go(model.get("step"), model.get("selected"), true);
+  // a cell (or the kernel) moved the view; the view's own moves come back here too: skip those
+  const follow = () => {
+    const i = model.get("step"), node = model.get("selected");
+    if (i !== view.step || node !== view.selected) view.go(i, node, true);
+  };
   model.on("change:step", follow);
   model.on("change:selected", follow);
   model.on("msg:custom", (m) => {
