@@ -76,6 +76,10 @@ class _Frame:
     def state(self) -> dict[int, tuple[int, int]]:
         return dict(zip(self.structure.ids, zip(self.looks, self.replays)))
 
+    def flat(self) -> list[int]:
+        """The whole state as the page's keyframes hold it: [node, look, replays, ...]."""
+        return [x for node, look, rep in zip(self.structure.ids, self.looks, self.replays) for x in (node, look, rep)]
+
 
 class TreeStates:
     """Builds the trees of a page step by step (`add`), then the page's data (`data`).
@@ -93,6 +97,7 @@ class TreeStates:
         self._sizes: list[list[float]] = []
         self._structures: dict[tuple, _Structure] = {}
         self._structure_of: dict[int, _Structure] = {}  # id(Snapshot) ->
+        self._snapshots: list["Snapshot"] = []
         self._frames: dict[tuple, _Frame] = {}
         self._cards: dict[tuple, tuple[int, int, tuple[float, float]]] = {}
         self._look_index: dict[tuple, int] = {}
@@ -125,6 +130,7 @@ class TreeStates:
             if s is None:
                 s = self._structures[key] = _Structure(len(self._structures), len(self._steps), snap, key)
             self._structure_of[id(snap)] = s
+            self._snapshots.append(snap)  # the caches key snapshots by id(): keep them alive
         return s
 
     def _static(self, n: "NodeView") -> int:
@@ -244,8 +250,7 @@ class TreeStates:
                 delta.append(pairs[pair])
                 before = frame
             if i % KEYFRAME == 0:
-                keys[str(i)] = [x for k, (look, rep) in (before.state() if before else {}).items()
-                                for x in (k, look, rep)]
+                keys[str(i)] = before.flat() if before else []
         return {"structs": drawn, "looks": self.looks, "delta": delta, "keys": keys, "every": KEYFRAME}
 
 

@@ -422,7 +422,9 @@ class PageData:
 
 def _rank_trees(trace: "Trace") -> Any:
     """A `RankTrees` for a trace merged from two ranks or more, else None."""
-    if not any(s.rank for s in trace.steps):
+    from cgviz.trace.ranks import is_merged
+
+    if not is_merged(trace):
         return None
     from cgviz.views.rank_trees import RankTrees
 

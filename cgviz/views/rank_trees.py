@@ -40,7 +40,7 @@ class RankTrees:
         """Per rank, the tree after step `i` and the step (an index) that left it so: the step's
         own rank with its step (what it did shows), the others with none (only their state)."""
         steps = self.trace.steps
-        if i < self._seen:  # a step before those walked: walk again from the start
+        if i + 1 < self._seen:  # a step before the last one walked: walk again from the start
             self._latest, self._seen = {}, 0
         for k in range(self._seen, i + 1):
             s = steps[k]

@@ -44,7 +44,6 @@ class TreeWindows:
         self._memo: dict[tuple, Any] = {}
         self._cache = DrawCache()  # the last drawing's groups, for the next one
         self._bare: dict[int, float] = {}  # per static node: its box's height with no badge
-        self._keep: dict[int, Any] = {}  # the frames' caches key snapshots by id(): keep them alive
 
     def piece(self, steps: list["Step"], wanted: Iterable[int]) -> tuple[dict[int, int], dict]:
         """For the step indices `wanted`: the drawing each is shown with (-1: no tree), and the
@@ -58,17 +57,14 @@ class TreeWindows:
         last = -2
         for i in sorted(set(wanted)):
             frame, new = self._frame(steps[i])
-            if i != last + 1:  # a new run: its first step's whole state
-                keys[str(i)] = _flat(frame)
+            run_starts = i != last + 1
+            if run_starts:  # a new run: its first step's whole state
+                keys[str(i)] = frame.flat() if frame is not None else []
             else:
                 delta[str(i)] = [] if frame is None or frame is before else _delta(before, frame)
-            if frame is not None:
+            if run_starts or frame is not None:
                 before = frame
-                drawing[i] = self._drawing(frame, new)
-            else:
-                drawing[i] = -1
-            if i != last + 1 and frame is None:
-                before = None
+            drawing[i] = -1 if frame is None else self._drawing(frame, new)
             last = i
         looks = self._states.looks
         out = {"structs": self.structs[self._sent_structs:], "looks": looks[self._sent_looks:],
@@ -80,7 +76,6 @@ class TreeWindows:
         """The tree after `step` (None: no snapshot), and whether it was built just now."""
         if step.snapshot is None:
             return None, False
-        self._keep[id(step.snapshot)] = step.snapshot
         known = len(self._states._frames)
         frame = self._states._frame(step.snapshot, step)
         return frame, len(self._states._frames) > known
@@ -91,13 +86,11 @@ class TreeWindows:
         before was checked then, and drawings only grow.)"""
         structure = frame.structure
         got = self._drawn.get(structure.index)
-        if got is not None and not new:
-            return got[0]
-        if got is not None and _fits(self._states._sizes, got[1]):
+        if got is not None and (not new or _fits(self._states._sizes, got[1])):
             return got[0]
         roomy = self._roomy(structure)
         lines = draw_structure(structure, frame, self._states.looks, roomy, self._memo, self._cache, lines=True)
-        self.structs.append([self._svg_index(lines), -1, _flat(frame)])
+        self.structs.append([self._svg_index(lines), -1, frame.flat()])
         index = len(self.structs) - 1
         self._drawn[structure.index] = (index, roomy)
         return index
@@ -130,9 +123,3 @@ def _fits(seen: list[list[float]], drawn: dict[int, list[float]]) -> bool:
             return False
     return True
 
-
-def _flat(frame: Optional[_Frame]) -> list[int]:
-    """A frame's whole state as the page's keyframes hold it: [node, look, replays, ...]."""
-    if frame is None:
-        return []
-    return [x for node, look, rep in zip(frame.structure.ids, frame.looks, frame.replays) for x in (node, look, rep)]
