@@ -309,9 +309,10 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _trace_info(path: str) -> int:
-    """What a saved trace holds; for a merged multi-rank trace, its ranks and each one's counts."""
+    """What a saved trace holds; for a merged multi-rank trace, its ranks and each one's counts,
+    and for a trace of trees on several devices, each device's."""
     from cgviz.trace.ranks import is_merged, rank_traces
-    from cgviz.views.text import rank_count_lines, ranks_summary, trace_counts
+    from cgviz.views.text import device_count_lines, devices_summary, rank_count_lines, ranks_summary, trace_counts
 
     trace = _load("info", path)
     if trace is None:
@@ -320,6 +321,11 @@ def _trace_info(path: str) -> int:
     if is_merged(trace):
         print(ranks_summary(trace.meta))
         print("\n".join(rank_count_lines({rank: part.trace for rank, part in rank_traces(trace).items()})))
+    devices = device_count_lines(trace)
+    if devices:
+        listed = trace.meta.get("devices")
+        print(devices_summary(listed) if isinstance(listed, list) else f"{len(devices)} devices")
+        print("\n".join(devices))
     return 0
 
 

@@ -1,6 +1,6 @@
-"""The two-rank DDP run recorded on a GPU (tests/gpu/ddp_reduce_overhead.py, shipped in
-cgviz/data/ddp): merged, the planted batch of another size on rank 1 is flagged as a divergence,
-and the run without it has none."""
+"""The two-rank DDP run recorded on two GPUs with NCCL (tests/gpu/ddp_reduce_overhead.py under
+torchrun, shipped in cgviz/data/ddp): merged, the planted batch of another size on rank 1 is
+flagged as a divergence, and the run without it has none."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def test_each_rank_recorded_and_replayed_its_own_tree_on_the_gpu():
         for rank, part in parts.items():
             meta = part.trace.meta
             assert meta["rank"] == rank and meta["world_size"] == 2
-            assert str(meta["device"]).startswith("cuda") and meta["backend"] == "torch.compile"
+            assert str(meta["device"]).startswith(f"cuda:{rank} (") and meta["backend"] == "torch.compile"
+            assert meta["torch"].startswith("2.") and "devices" not in meta  # one device a rank
             counts = part.trace.counts()
             assert counts["record"] >= 2 and counts["execute"] >= 10
 

@@ -56,7 +56,7 @@ def test_recorded_traces_cover_the_cases():
     assert torch_trace_names() == [
         "torch_cpu_input", "torch_data_dependent_shape", "torch_dynamic_shapes", "torch_graph_break",
         "torch_inference", "torch_kernels", "torch_many_shapes", "torch_mutated_input", "torch_overwritten",
-        "torch_pending_backward", "torch_training", "torch_training_overwritten",
+        "torch_pending_backward", "torch_training", "torch_training_overwritten", "torch_two_devices",
     ]
     assert torch_trace("torch_overwritten").steps[-1].kind == "error"
     assert any(s.kind == "eager" and "skipping cudagraphs" in s.reason.lower() for s in torch_trace("torch_cpu_input").steps)

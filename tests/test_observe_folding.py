@@ -43,3 +43,45 @@ def test_a_repetition_in_progress_is_made_when_it_breaks_off():
     for ch in "ababab" + "a" + "c":
         log.add((ch,), Step(index=0, kind="execute", reason=ch, generation=1), 0.0)
     assert [(s.reason, s.repeat, s.span) for s in steps] == [("a", 1, 1), ("b", 3, 2), ("a", 1, 1), ("c", 1, 1)]
+
+
+@pytest.mark.parametrize("given", ["step", "fields"])
+def test_steps_say_their_device_once_a_second_device_appears(given):
+    """Trees on two devices (one observer, one log): once named, every step, those made before
+    included, carries the device of the decisions it stands for, and a folded block never joins
+    decisions of two devices."""
+    rng = random.Random(7)
+    for _ in range(200):
+        seq = []
+        for _ in range(rng.randint(1, 6)):
+            pattern = [(rng.choice("ab"), rng.choice(("cuda:0", "cuda:1"))) for _ in range(rng.randint(1, 3))]
+            seq += pattern * rng.randint(1, 4)
+        name_at = rng.randint(0, len(seq))
+        steps: list = []
+        log = FoldingLog(steps)
+        for i, (ch, device) in enumerate(seq):
+            if i == name_at:
+                log.name_devices()
+            fields = ("execute", ch, 1, None, None, None, [])
+            step = Step(index=0, kind="execute", reason=ch, generation=1) if given == "step" else fields
+            log.add(("execute", ch, device), step, 1.0, device)
+        if name_at == len(seq):
+            log.name_devices()
+        log.flush()
+        expanded = []
+        for s in steps:
+            expanded.append((s.reason, s.device))
+            if s.repeat > 1:
+                block = expanded[-s.span:]
+                expanded += block * (s.repeat - 1)
+        assert expanded == seq, (seq, [(s.reason, s.device, s.repeat, s.span) for s in steps])
+        assert len(log.devices) == len(steps)
+
+
+def test_one_device_leaves_steps_without_a_device():
+    steps: list = []
+    log = FoldingLog(steps)
+    for ch in "abab":
+        log.add((ch, "cuda:0"), Step(index=0, kind="execute", reason=ch, generation=1), 0.0, "cuda:0")
+    log.flush()
+    assert [s.device for s in steps] == [None] * len(steps)

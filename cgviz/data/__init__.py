@@ -6,9 +6,14 @@
 `gpu_trace("branching")` is the trace of that scenario (`cgviz.scenarios`) recorded with the
 cuda backend on an NVIDIA H100 with torch 2.11 (the trace's `meta` says so).
 
+`torch_trace("torch_two_devices")` is one process calling a compiled function on cuda:0 and
+cuda:1 in turn: torch keeps a tree per device, and every step says whose it is
+(tests/gpu/test_multi_gpu.py, two H200s).
+
 `ddp_traces("planted")` are the two ranks' traces of a DDP training compiled with
-mode="reduce-overhead" (tests/gpu/ddp_reduce_overhead.py: gloo, two ranks sharing one H100),
-where rank 1 got a batch of another size at one step; `ddp_traces("clean")`, the same without.
+mode="reduce-overhead" (tests/gpu/ddp_reduce_overhead.py under torchrun: NCCL, one H200 a
+rank), where rank 1 got a batch of another size at one step; `ddp_traces("clean")`, the same
+without.
 `cgviz.merge(ddp_traces("planted"))` flags where the ranks diverged.
 """
 
@@ -50,7 +55,8 @@ def torch_trace_names() -> list[str]:
 
 def torch_trace(name: str):
     """A trace of torch.compile(mode="reduce-overhead") recorded by cgviz.observe_torch on a GPU:
-    torch_inference, torch_training, torch_dynamic_shapes, torch_cpu_input, torch_overwritten."""
+    torch_inference, torch_training, torch_dynamic_shapes, torch_cpu_input, torch_overwritten,
+    torch_two_devices, ... (`torch_trace_names()` lists them)."""
     from cgviz.trace.io import load_trace
 
     path = TORCH_DIR / f"{name}.cgtrace.json"

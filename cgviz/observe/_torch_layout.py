@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -47,8 +47,8 @@ CLASS_MEMBERS: dict[str, tuple] = {
         "non_cudagraph_managed_mutation_hint", "exceed_rerecord_limit", "_get_node_id",
     ),
     "CUDAGraphNode": ("id", "graph", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
-                      "check_invariants"),
-    "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm"),
+                      "check_invariants", "device"),
+    "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
     "GraphID": ("id",),
     "FunctionID": ("id",),
     "WrappedFunction": ("id",),
@@ -275,6 +275,21 @@ def torch_id_words(warmup: bool, number: Any) -> str:
 
 def is_warmup(node: Any) -> bool:
     return type(node).__name__ == WARMUP_NODE_CLASS
+
+
+def device_name(index: Any) -> Optional[str]:
+    """'cuda:1' for a device index torch keeps (None where it keeps none)."""
+    return None if index is None else f"cuda:{index}"
+
+
+def manager_device(manager: Any) -> Optional[str]:
+    """The device of a tree manager (torch keeps one per device and thread)."""
+    return device_name(read(manager, "device_index"))
+
+
+def node_device(node: Any) -> Optional[str]:
+    """The device of a node: a warmup node keeps its index as `device_index`, a graph node as `device`."""
+    return device_name(read(node, "device_index" if is_warmup(node) else "device"))
 
 
 def pool_of(manager: Any) -> Any:

@@ -126,6 +126,7 @@ class TorchObserver:
         })
         self.generation = 1
         self.managers: list = []
+        self._devices: dict[int, Optional[str]] = {}  # id(manager) -> its device ('cuda:1')
         self._ids: dict[int, int] = {}  # id(torch node) -> cgviz node id
         self._nodes: dict[int, Any] = {}  # cgviz id -> torch node (kept so snapshots can show it)
         self._born: dict[int, int] = {}  # cgviz id -> generation it was made in
@@ -189,6 +190,11 @@ class TorchObserver:
     def saw(self, manager: Any) -> None:
         if manager is not None and manager not in self.managers:
             self.managers.append(manager)
+            self._devices[id(manager)] = layout.manager_device(manager)
+            devices = sorted({d for d in self._devices.values() if d is not None})
+            if len(devices) > 1:  # trees on several devices: every step says whose it is
+                self.trace.meta["devices"] = [_described(d) for d in devices]
+                self.log.name_devices()
 
     # -- the replay loop's events: noted raw, made into steps in batches -------------------------
     def raw_manager(self, manager: Any) -> bool:
@@ -290,17 +296,18 @@ class TorchObserver:
         self._add(key, manager, (kind, reason, self.generation, function, node_id, parent_id, invalidated), start)
 
     def _add(self, key: tuple, manager: Any, fields: tuple, start: Optional[float]) -> None:
-        """Into the folding log; `start` None: not timed (duration 0)."""
+        """Into the folding log, with its tree's device; `start` None: not timed (duration 0)."""
         duration = 0.0 if start is None else time.perf_counter() - start
         if start is not None:  # its start on the wall clock torch's profiler uses (Step.start)
             fields += (time.time() - duration,)
+        device = None if manager is None else self._devices.get(id(manager))
         if self.level != "full":
-            self.log.add(key, fields, duration)
+            self.log.add(key + (device,), fields, duration, device)
             return
         step = make_step(fields, duration)
         if manager is not None:
             step.snapshot = self.snapshot(manager)
-        self.log.add(key, step, duration)
+        self.log.add(key + (device,), step, duration, device)
 
     def kernels_read(self, node: Any, label: str, kernels: list) -> None:
         """A recorded node's CUDA graph nodes (kernels, copies, sets: [name, count]), kept in the
@@ -343,8 +350,9 @@ class TorchObserver:
             node = stack.pop(0)
             seen.append(node)
             stack.extend(layout.node_children(node))
-        for cg_id, node in self._nodes.items():
-            if layout.is_warmup(node) and node not in seen:
+        device = self._devices.get(id(manager))
+        for cg_id, node in self._nodes.items():  # the warmup nodes of this manager's device
+            if layout.is_warmup(node) and node not in seen and layout.node_device(node) == device:
                 seen.append(node)
         views = [self._node_view(manager, n) for n in seen]
         views.sort(key=lambda v: v.id)
@@ -486,37 +494,56 @@ class FoldingLog:
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
         self.keys: list[tuple] = []
-        self.pending: list[tuple[tuple, Any, float]] = []
+        self.devices: list[Optional[str]] = []  # each step's tree's device, written into it once there are several
+        self.named = False  # do the steps say their device (see name_devices)?
+        self.pending: list[tuple[tuple, Any, float, Optional[str]]] = []
 
-    def add(self, key: tuple, step: Any, duration: float) -> None:
+    def add(self, key: tuple, step: Any, duration: float, device: Optional[str] = None) -> None:
         """`step`: a Step, or the fields of one (see `make_step`), made only if it is kept."""
         steps = self.steps
         if steps and steps[-1].repeat > 1:
             end = steps[-1]
             k, i = end.span, len(self.pending)
             if self.keys[len(self.keys) - k + i] == key:
-                self.pending.append((key, step, duration))
+                self.pending.append((key, step, duration, device))
                 if i + 1 == k:  # one more repetition of the whole block
-                    for kept, (_, _, d) in zip(steps[-k:], self.pending):
+                    for kept, (_, _, d, _) in zip(steps[-k:], self.pending):
                         kept.duration += d
                     end.repeat += 1
                     self.pending = []
                 return
         self.flush()
-        self._append(key, step, duration)
+        self._append(key, step, duration, device)
+
+    def name_devices(self) -> None:
+        """Trees on a second device: from now on every step says its device, and so do those
+        made before (a trace of one device says it once, in its meta)."""
+        if not self.named:
+            self.named = True
+            for step, device in zip(self.steps, self.devices):
+                step.device = device
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
-        for key, step, duration in pending:
-            self._append(key, step, duration)
+        for key, step, duration, device in pending:
+            self._append(key, step, duration, device)
 
-    def _append(self, key: tuple, step: Any, duration: float) -> None:
+    def _append(self, key: tuple, step: Any, duration: float, device: Optional[str]) -> None:
         if not isinstance(step, Step):
             step = make_step(step, duration)
         step.index = len(self.steps)
+        if self.named:
+            step.device = device
         self.steps.append(step)
         self.keys.append(key)
-        fold_repeats(self.steps, self.keys)
+        self.devices.append(device)
+        if fold_repeats(self.steps, self.keys) is not None:
+            del self.devices[len(self.steps):]
+
+
+def _described(device: str) -> str:
+    """'cuda:1 (NVIDIA H100 80GB HBM3)', as a trace's meta names a device."""
+    return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
 
 
 def make_step(fields: tuple, duration: float) -> Step:

@@ -486,20 +486,21 @@ def _graphs_told_apart(steps: list[Step]) -> list[Step]:
 
 def _recompiles(steps: list[Step]) -> list[Finding]:
     """Observed torch.compile runs: one function compiled again (compile ids F/0, F/1, ...), each
-    compilation recorded as graphs of its own; a different frame F is another graph (a break)."""
+    compilation recorded as graphs of its own; a different frame F is another graph (a break).
+    Counted per device: torch compiles a function once for each device it is called on."""
     groups: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for step in steps:
         m = _COMPILE_ID.search(step.reason) if step.kind == "record" and step.function else None
         if m:
-            groups[_NAME_ID.sub("", step.function), m.group(1)][m.group(2)].append(step.index)
+            groups[_NAME_ID.sub("", step.function), m.group(1), step.device or ""][m.group(2)].append(step.index)
     out = []
-    for (function, frame), by_recompile in sorted(groups.items()):
+    for (function, frame, device), by_recompile in sorted(groups.items()):
         if len(by_recompile) < 2:
             continue
         evidence = sorted(i for steps in by_recompile.values() for i in steps)
         out.append(Finding(
             "warning", "shapes",
-            f"{function} was compiled {len(by_recompile)} times (compile ids {frame}/0 to "
+            f"{function}{f' on {device}' if device else ''} was compiled {len(by_recompile)} times (compile ids {frame}/0 to "
             f"{frame}/{max(map(int, by_recompile))}), each recorded as a graph of its own",
             evidence[:20], {"function": function, "frame": int(frame), "compilations": len(by_recompile),
                             "records": len(evidence)},

@@ -16,9 +16,10 @@ Values that would load and then fail later are refused too: a lone surrogate in 
 (it cannot be written as UTF-8), NaN or an infinite number, an integer too long to convert,
 a repeated block (`span`) reaching before the first step, nesting too deep to read.
 
-A step's `rank` (set only in a merged multi-rank trace, see cgviz/trace/ranks.py) is optional
-like every field with a default: a trace of one rank is written without it, and files written
-before it existed load unchanged.
+A step's `rank` (set only in a merged multi-rank trace, see cgviz/trace/ranks.py) and `device`
+(set only where one process ran trees on several devices) are optional like every field with a
+default: a trace of one rank on one device is written without them, and files written before
+they existed load unchanged.
 
 Saving writes every string through `safe_text`, so a lone surrogate from user code (an
 exception message) is written as its escape text and the trace stays savable.
@@ -756,11 +757,14 @@ def _check_step(step: Step, ctx: str) -> None:
         _fail(ctx, "repeat", f"must be at least 1 (got {step.repeat})")
     if step.rank is not None and step.rank < 0:
         _fail(ctx, "rank", f"must be a rank number, 0 or more (got {step.rank})")
+    if step.device is not None and not _DEVICE.fullmatch(step.device):
+        _fail(ctx, "device", f"must name a device as torch does, like 'cuda:1' (got {step.device!r})")
     for i, pair in enumerate(step.invalidated):
         if len(pair) != 2:
             _fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
 
 
+_DEVICE = re.compile(r"[a-z]+(:\d+)?")
 _EXPECTED = {int: "an integer", str: "a string", bool: "true or false"}
 
 

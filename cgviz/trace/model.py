@@ -136,6 +136,11 @@ class Step:
     `rank` is None but in a trace of several ranks merged into one (`cgviz.merge`): there, it is
     the rank whose tree made the decision, and node ids, generations and the snapshot are that
     rank's ((rank, node) names a node).
+
+    `device` is None but where one process ran trees on several devices (torch keeps a manager
+    per device; `observe_torch` then names each step's): there, it is the device whose tree made
+    the decision ("cuda:1"), and the snapshot is that device's tree. Node ids stay unique across
+    the devices of one process.
     """
 
     index: int
@@ -151,7 +156,8 @@ class Step:
     invalidated: list[list[int]] = field(default_factory=list)  # [node, output] pairs
     snapshot: Optional[Snapshot] = None
     start: Optional[float] = None  # seconds since the Unix epoch; last, so positional use is unchanged
-    rank: Optional[int] = None  # the rank whose tree decided, in a merged multi-rank trace (cgviz.merge); last
+    rank: Optional[int] = None  # the rank whose tree decided, in a merged multi-rank trace (cgviz.merge)
+    device: Optional[str] = None  # the device whose tree decided, where one process ran trees on several; last
 
     def headline(self) -> str:
         """A one-line description: 'record g → node 3 · generation 2' (`views.text.headline`)."""

@@ -17,6 +17,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.trace.diagnose import SEVERITIES, diagnose
+from cgviz.trace.lanes import tree_of
 from cgviz.views.text import (
     REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line, time_line,
 )
@@ -107,7 +108,7 @@ class PageData:
         self._functions: dict[int, str] = {}
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self._windows: Any = None  # a widget's trees as drawings and node states (`tree_windows`)
-        self._ranks = _rank_trees(trace)  # a merged trace's trees, a drawing per rank (`rank_trees`)
+        self._ranks = _rank_trees(trace)  # a trace of several trees: a drawing per rank or device (`rank_trees`)
         self.renderer = self._choose(renderer)
 
     # -- the head ---------------------------------------------------------------------------------
@@ -233,7 +234,7 @@ class PageData:
 
         ranks = self._ranks
         return self._cached_key(("ranks",) + ranks.key(i), lambda: self.trees.add(
-            ranks_tree_svg(ranks.at(i), self.trace.steps[i].rank, renderer=self.renderer)))
+            ranks_tree_svg(ranks.at(i), tree_of(self.trace.steps[i]), renderer=self.renderer)))
 
     def _cached(self, key: tuple, keep: Any, make: Any) -> int:
         i = self._by_id.get(key)
@@ -346,13 +347,15 @@ class PageData:
     def _header(self) -> dict:
         """``meta`` ([key, text] pairs), ``count`` (the steps, and calls when repeats were folded)
         and ``kinds`` ([kind, count] for the kinds that occur). A merged trace's ranks are said in
-        words (`ranks_summary`, which says the world size too)."""
-        from cgviz.views.text import ranks_summary
+        words (`ranks_summary`, which says the world size too), and a trace's devices too
+        (`devices_summary`)."""
+        from cgviz.views.text import devices_summary, ranks_summary
 
         meta = self.trace.meta
         hidden = _NOT_SHOWN + (("world_size",) if "ranks" in meta else ())
         keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER and k not in hidden)
         items = [[k, ranks_summary(meta) if k == "ranks"
+                  else devices_summary(v) if k == "devices" and isinstance(v, list)
                   else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)]
                  for k, v in ((k, meta[k]) for k in keys)]
         n, calls = len(self.trace.steps), self.trace.calls
@@ -421,10 +424,10 @@ class PageData:
 
 
 def _rank_trees(trace: "Trace") -> Any:
-    """A `RankTrees` for a trace merged from two ranks or more, else None."""
+    """A `RankTrees` for a trace of two trees or more (ranks merged, or several devices), else None."""
     from cgviz.trace.ranks import is_merged
 
-    if not is_merged(trace):
+    if not is_merged(trace) and all(s.device is None for s in trace.steps):
         return None
     from cgviz.views.rank_trees import RankTrees
 

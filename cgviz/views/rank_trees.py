@@ -1,18 +1,21 @@
-"""The trees of a merged multi-rank trace side by side: after a step, its rank's tree, and beside
-it every other rank's tree as that rank last left it.
+"""The trees of a trace of several side by side: after a step, its tree, and beside it every other
+tree as it was last left.
 
-Each rank grows a tree of its own (node ids, generations and snapshots are per rank), so the
-picture of a step is one drawing per rank, each under a "rank r" label, the step's own rank
-first and outlined. Only the step's rank can be clicked: the others' ids are prefixed, so the
-explorer's node panel (which shows the step's rank) never mistakes one rank's node 3 for
-another's.
+A trace holds several trees when ranks' traces were merged (a tree per rank: node ids,
+generations and snapshots are per rank) or when one process ran trees on several devices (a
+tree per device); `cgviz.trace.lanes` names them. The picture of a step is one drawing per
+tree, each under its name ("rank 1", "cuda:1"), the step's own tree first and outlined. Only
+the step's tree can be clicked: the others' ids are prefixed, so the explorer's node panel
+(which shows the step's tree) never mistakes one rank's node 3 for another's.
 """
 
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Optional
 
+from cgviz.trace.lanes import TreeKey, tree_id_prefix, tree_keys, tree_name, tree_of
 from cgviz.views.page_store import namespace_ids, strip_prolog
 from cgviz.views.style import TREE_STYLE as STYLE
 
@@ -28,51 +31,52 @@ _PX = {"pt": 4 / 3, "px": 1.0, None: 1.0}
 
 
 class RankTrees:
-    """Walks a merged trace step by step (`at`), keeping each rank's latest snapshot."""
+    """Walks a trace of several trees step by step (`at`), keeping each tree's latest snapshot."""
 
     def __init__(self, trace: "Trace") -> None:
         self.trace = trace
-        self._latest: dict[int, tuple["Snapshot", "Step", int]] = {}
+        self._latest: dict[TreeKey, tuple["Snapshot", "Step", int]] = {}
         self._seen = 0
-        self.ranks = sorted({s.rank for s in trace.steps if s.rank is not None})
+        self.ranks = tree_keys(trace.steps)  # the trees, as (rank, device)
 
-    def at(self, i: int) -> dict[int, tuple["Snapshot", Optional["Step"], int]]:
-        """Per rank, the tree after step `i` and the step (an index) that left it so: the step's
-        own rank with its step (what it did shows), the others with none (only their state)."""
+    def at(self, i: int) -> dict[TreeKey, tuple["Snapshot", Optional["Step"], int]]:
+        """Per tree, its state after step `i` and the step (an index) that left it so: the step's
+        own tree with its step (what it did shows), the others with none (only their state)."""
         steps = self.trace.steps
         if i + 1 < self._seen:  # a step before the last one walked: walk again from the start
             self._latest, self._seen = {}, 0
         for k in range(self._seen, i + 1):
             s = steps[k]
-            if s.rank is not None and s.snapshot is not None:
-                self._latest[s.rank] = (s.snapshot, s, k)
+            if s.snapshot is not None:
+                self._latest[tree_of(s)] = (s.snapshot, s, k)
         self._seen = i + 1
-        own = steps[i].rank
+        own = tree_of(steps[i])
         return {r: (snap, step if r == own and k == i else None, k) for r, (snap, step, k) in self._latest.items()}
 
     def key(self, i: int) -> tuple:
         """What the picture of step `i` depends on (equal keys, equal pictures)."""
         trees = self.at(i)
-        return (self.trace.steps[i].rank,) + tuple(
+        return (tree_of(self.trace.steps[i]),) + tuple(
             (r, id(snap), k, None if step is None else (step.kind, step.node, tuple(sorted({p[0] for p in step.invalidated}))))
             for r, (snap, step, k) in sorted(trees.items()))
 
 
-def ranks_tree_svg(trees: dict[int, tuple["Snapshot", Optional["Step"], int]], own: Optional[int],
+def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]], own: TreeKey,
                    renderer: str = "auto") -> str:
-    """One SVG holding each rank's tree (`trees`: as `RankTrees.at` gives them), `own`'s
-    first and clickable, the others after it in rank order, each labelled."""
+    """One SVG holding each tree (`trees`: as `RankTrees.at` gives them), `own` first and
+    clickable, the others after it in rank and device order, each labelled."""
     from cgviz.views.tree import tree_svg
 
-    order = ([own] if own in trees else []) + [r for r in sorted(trees) if r != own]
+    order = ([own] if own in trees else []) + [r for r in tree_keys_of(trees) if r != own]
+    mine = "rank" if own[1] is None else "device" if own[0] is None else "tree"
     parts, x, height = [], 0.0, 0.0
     for r in order:
         snap, step, last = trees[r]
         svg = strip_prolog(tree_svg(snap, step, renderer=renderer, legend=r == order[0]))
         if r != own:
-            svg = namespace_ids(svg, f"rank{r}-")
+            svg = namespace_ids(svg, tree_id_prefix(r))
         w, h = _size(svg)
-        label = f"rank {r}" + (" · this step's rank" if r == own else f" · after step {last + 1}")
+        label = tree_name(r) + (f" · this step's {mine}" if r == own else f" · after step {last + 1}")
         weight = ' font-weight="bold"' if r == own else ""
         parts.append(f'<text x="{x + 4:.1f}" y="15" font-size="12"{weight} fill="{STYLE["edge_label"]}">{label}</text>')
         if r == own:
@@ -85,6 +89,11 @@ def ranks_tree_svg(trees: dict[int, tuple["Snapshot", Optional["Step"], int]], o
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.1f}" height="{total:.1f}" '
             f'viewBox="0 0 {width:.1f} {total:.1f}" font-family="{STYLE["font"]}" class="cgviz-rank-trees">\n'
             + "\n".join(parts) + "\n</svg>")
+
+
+def tree_keys_of(trees: dict[TreeKey, tuple]) -> list[TreeKey]:
+    """The trees' keys in rank, then device order."""
+    return tree_keys(SimpleNamespace(rank=r, device=d) for r, d in trees)
 
 
 def _size(svg: str) -> tuple[float, float]:

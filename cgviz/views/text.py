@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 __all__ = [
     "format_bytes", "plural", "headline", "generation_banner", "output_row", "path_line", "REPEATS_NOTE",
     "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines", "format_us", "time_line", "time_lines", "kernel_label",
-    "kernel_summary", "value_text", "ranks_summary", "trace_counts", "rank_count_lines",
+    "kernel_summary", "value_text", "ranks_summary", "devices_summary", "trace_counts", "rank_count_lines",
+    "device_count_lines",
 ]
 
 #: The words for a step kind counted in a summary ("3 replays").
@@ -60,9 +61,11 @@ def plural(n: int, word: str) -> str:
 
 def headline(step: "Step") -> str:
     """A step in one line: 'record g → node 3 · generation 2' (· ×N for folded repeats); in a
-    merged multi-rank trace, its rank first: 'rank 1 · record g → node 3 · generation 2'."""
-    rank = getattr(step, "rank", None)
-    text = (f"rank {rank} · " if rank is not None else "") + step.kind + (f" {step.function}" if step.function else "")
+    merged multi-rank trace, its rank first: 'rank 1 · record g → node 3 · generation 2'; in a
+    trace of trees on several devices, its device: 'cuda:1 · record g → node 3 · generation 2'."""
+    rank, device = getattr(step, "rank", None), getattr(step, "device", None)
+    text = (f"rank {rank} · " if rank is not None else "") + (f"{device} · " if device is not None else "")
+    text += step.kind + (f" {step.function}" if step.function else "")
     if step.node is not None:
         text += f" → node {step.node}"
     text += f" · generation {step.generation}"
@@ -274,6 +277,31 @@ def ranks_summary(meta: dict) -> str:
     ranks = [" ".join([f"rank {m.get('rank', '?')}"] + [_rank_fact(k, m[k], model) for k in keys if k in m])
              for m in metas]
     return f"{head}: {' · '.join(ranks)}"
+
+
+def devices_summary(devices: list) -> str:
+    """A trace's ``meta["devices"]`` (trees on several devices of one process) in one line:
+    '2 devices on NVIDIA H200: cuda:0 · cuda:1'; a GPU model every device names is said once."""
+    names = [str(d) for d in devices]
+    model = _shared_model([{"device": d} for d in names])
+    head = plural(len(names), "device") + (f" on {model}" if model else "")
+    return f"{head}: {' · '.join(d.removesuffix(f' ({model})') if model else d for d in names)}"
+
+
+def device_count_lines(trace: "Trace") -> list[str]:
+    """'  cuda:0: 6 calls · 1 graph recorded · 2 replays', one line per device whose tree made
+    steps (`Step.device`), repeats counted; none for a trace of one device."""
+    from dataclasses import replace
+
+    from cgviz.trace.model import Trace
+
+    steps = trace.expanded()  # a folded block can hold steps of several devices (a loop over them)
+    devices = sorted({s.device for s in steps if s.device is not None}, key=lambda d: (len(d), d))
+    lines = []
+    for d in devices:
+        mine = Trace(steps=[replace(s, repeat=1, span=1) for s in steps if s.device == d])
+        lines.append(f"  {d}: " + trace_counts(mine).replace(plural(len(mine.steps), "step"), plural(len(mine.steps), "call"), 1))
+    return lines
 
 
 def _shared_model(metas: list[dict]) -> str:

@@ -16,7 +16,9 @@ the title.
 A merged multi-rank trace (`cgviz.merge`: its steps carry a rank) gets one lane per rank,
 "rank N" on its left, rank 0 on top: each step's tick is in its rank's lane at the same x (its
 position in the merged order), each lane has its own generation lines, bands and labels (the
-labels where lanes are tall enough for them), and the ▲ goes under the lanes.
+labels where lanes are tall enough for them), and the ▲ goes under the lanes. So does a trace of trees
+on several devices of one process (its steps carry a device: "cuda:1" names the lane), and of
+both ("rank 1 · cuda:1").
 
 `timeline_items` is the single source of truth for the ticks (`timeline_folds` and
 `timeline_generations` derive the bands and lines from it): the figure draws exactly
@@ -34,7 +36,10 @@ its `<title>`, while steps are drawn one by one.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Union
+
+from cgviz.trace.lanes import TreeKey, tree_keys, tree_name
 
 from cgviz.views.style import MUTED_TEXT, STEP_COLORS, STEP_LABELS, TEXT_COLOR, step_color, text_color_on
 from cgviz.views.svg_output import figure_png, figure_svg
@@ -85,7 +90,8 @@ def timeline_items(trace: Union["Trace", Sequence["Step"], None]) -> list[dict]:
     ``index`` (position in ``trace.steps``, the x coordinate), ``step_index`` (the step's
     own index field), ``kind``, ``color`` (`STEP_COLORS`), ``repeat`` and ``span`` (a
     folded block ends at this step), ``generation``, ``function``, ``node``, ``rank`` (None
-    but in a merged multi-rank trace).
+    but in a merged multi-rank trace), ``device`` (None but where one process ran trees on
+    several devices).
     """
     return [
         {
@@ -99,6 +105,7 @@ def timeline_items(trace: Union["Trace", Sequence["Step"], None]) -> list[dict]:
             "function": s.function,
             "node": s.node,
             "rank": s.rank,
+            "device": s.device,
         }
         for i, s in enumerate(_steps(trace))
     ]
@@ -160,12 +167,12 @@ def _headline(step: "Step") -> str:
 
 
 class _Rows(NamedTuple):
-    """The vertical layout, in data units: lane k (rank ``ranks[k]``) has its ticks from
+    """The vertical layout, in data units: lane k (tree ``ranks[k]``: rank and device) has its ticks from
     ``bases[k]`` to ``bases[k] + 1``; ``band`` and ``gen_span``: a fold band's and a generation
     line's extent around them; ``fold_y``, ``gen_y``: where "×N" and "gen N" go (None: no room);
     ``marker_y``: the current step's ▲; ``names``: ticks tall enough for a function's name."""
 
-    ranks: list[Optional[int]]
+    ranks: list[Optional[TreeKey]]
     bases: list[float]
     ylim: tuple[float, float]
     band: tuple[float, float]
@@ -180,19 +187,18 @@ class _Rows(NamedTuple):
 _ONE_LANE = _Rows([None], [0.0], (-0.42, 1.62), (-0.1, 1.38), (-0.3, 1.62), 1.07, 1.64, -0.2, True)
 
 
-def _lanes(items: list[dict]) -> list[Optional[int]]:
-    """The ranks that get a lane, top to bottom: [None] (one lane) unless the steps carry ranks."""
-    ranks = {it["rank"] for it in items}
-    if ranks == {None}:
-        return [None]
-    return sorted(ranks, key=lambda r: (r is None, r or 0))
+def _lanes(items: list[dict]) -> list[Optional[TreeKey]]:
+    """The trees that get a lane, top to bottom: [None] (one lane) unless the steps carry ranks
+    or devices (`cgviz.trace.lanes`)."""
+    keys = tree_keys(SimpleNamespace(rank=it["rank"], device=it["device"]) for it in items)
+    return [None] if keys in ([], [(None, None)]) else keys
 
 
-def _lane_name(rank: Optional[int]) -> str:
-    return "no rank" if rank is None else f"rank {rank}"
+def _lane_name(key: Optional[TreeKey]) -> str:
+    return tree_name(key or (None, None))
 
 
-def _margins(ranks: list[Optional[int]], current: Optional[int]) -> tuple[float, float, float, float]:
+def _margins(ranks: list[Optional[TreeKey]], current: Optional[int]) -> tuple[float, float, float, float]:
     """Left, right, top, bottom margins in inches. Lanes take room on the left for their names;
     their labels sit between them, so only the title (and headline) needs room on top."""
     if ranks == [None]:
@@ -201,7 +207,7 @@ def _margins(ranks: list[Optional[int]], current: Optional[int]) -> tuple[float,
     return 0.14 + chars * _LANE_NAME_PT * 0.6 / 72, 0.25, 0.3 + (0.22 if current is not None else 0), 0.72
 
 
-def _lane_rows(ranks: list[Optional[int]], height_px: float) -> _Rows:
+def _lane_rows(ranks: list[Optional[TreeKey]], height_px: float) -> _Rows:
     """Lanes sharing `height_px` (the axes' height at 100 dpi): the ▲'s room under them, then each
     lane's ticks with a gap over them, tall enough for labels where the lanes are."""
     lane_px = max(1.0, (height_px - _LANE_BELOW_PX) / len(ranks))
@@ -218,7 +224,7 @@ def _lane_items(items: list[dict], rows: _Rows) -> list[list[dict]]:
     """The items of each lane, in order."""
     if rows.ranks == [None]:
         return [items]
-    return [[it for it in items if it["rank"] == r] for r in rows.ranks]
+    return [[it for it in items if (it["rank"], it["device"]) == key] for key in rows.ranks]
 
 
 def _name_lanes(ax: "Axes", rows: _Rows) -> None:
@@ -264,10 +270,12 @@ def _draw_folds(ax: "Axes", folds: list[dict], lane_of: list[int], rows: _Rows, 
     import numpy as np
     from matplotlib.collections import PolyCollection
 
-    base = np.array([rows.bases[lane_of[f["end"]]] for f in folds])
+    # a block of one process's trees on several devices (a loop over them) spans their lanes
+    spans = [[rows.bases[lane_of[j]] for j in range(f["start"], f["end"] + 1)] for f in folds]
+    low, high = np.array([min(b) for b in spans]), np.array([max(b) for b in spans])
     s0 = np.array([f["start"] for f in folds], dtype=float) - 0.5
     s1 = np.array([f["end"] for f in folds], dtype=float) + 0.5
-    bands = PolyCollection(_rects(s0, s1, base + rows.band[0], base + rows.band[1]), facecolors=_FOLD_FACE,
+    bands = PolyCollection(_rects(s0, s1, low + rows.band[0], high + rows.band[1]), facecolors=_FOLD_FACE,
                            edgecolors=_FOLD_HATCH_COLOR, linewidths=0.6, zorder=1,
                            **({} if dense else {"hatch": "////"}))
     if not dense and hasattr(bands, "set_hatchcolor"):  # matplotlib >= 3.10
@@ -441,8 +449,8 @@ def _x_axis(ax: "Axes", n: int, slots: int) -> None:
     ax.set_xlabel("step", fontsize=7.5, color=MUTED_TEXT, labelpad=1)
 
 
-def _title(items: list[dict], folds: list[dict], ranks: list[Optional[int]]) -> str:
-    """'Timeline: 40 steps (130 with repeats) on 2 ranks'."""
+def _title(items: list[dict], folds: list[dict], ranks: list[Optional[TreeKey]]) -> str:
+    """'Timeline: 40 steps (130 with repeats) on 2 ranks' (or '2 devices', '4 trees')."""
     n = len(items)
     times = [1] * n
     for f in folds:
@@ -452,8 +460,20 @@ def _title(items: list[dict], folds: list[dict], ranks: list[Optional[int]]) -> 
     if calls != n:
         title += f" ({calls} with repeats)"
     if ranks != [None]:
-        title += f" on {len(ranks)} rank{'s' * (len(ranks) != 1)}"
+        title += f" on {_trees_in_words(ranks)}"
     return title
+
+
+def _trees_in_words(keys: list[Optional[TreeKey]]) -> str:
+    """'2 ranks', '2 devices', or '4 trees (2 ranks)' where ranks ran trees on several devices."""
+    ranks = {k[0] for k in keys if k is not None and k[0] is not None}
+    devices = any(k is not None and k[1] is not None for k in keys)
+    n = len(keys)
+    if not devices:
+        return f"{n} rank{'s' * (n != 1)}"
+    if not ranks:
+        return f"{n} device{'s' * (n != 1)}"
+    return f"{n} trees ({len(ranks)} rank{'s' * (len(ranks) != 1)})"
 
 
 def _legend(fig: "Figure", present: list[str], folds: bool, gens: bool, left: float) -> None:

@@ -1,7 +1,20 @@
+"""GPU tests skip without CUDA. CGVIZ_TEST_CUDA_DEVICE=1 runs them with cuda:1 current (DEV =
+"cuda" is then cuda:1 for the engine and for torch's own manager alike), to check a tree on a
+device other than the first."""
+
+import os
+
 import pytest
 import torch
 
-collect_ignore_glob = [] if torch.cuda.is_available() else []
+
+def pytest_configure(config):
+    index = os.environ.get("CGVIZ_TEST_CUDA_DEVICE")
+    if index and torch.cuda.is_available():
+        if not index.isdigit() or int(index) >= torch.cuda.device_count():
+            raise pytest.UsageError(f"CGVIZ_TEST_CUDA_DEVICE={index!r}: this machine has "
+                                    f"{torch.cuda.device_count()} CUDA device(s), numbered from 0")
+        torch.cuda.set_device(int(index))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -68,7 +68,7 @@ def test_kernels_off_keeps_torch_graph_as_torch_made_it():
     from cgviz.engine._torch_compat import inspectable_graph_class
     from torch._inductor import cudagraph_trees as trees
 
-    manager = trees.get_container(0).get_tree_manager()
+    manager = trees.get_container(torch.cuda.current_device()).get_tree_manager()
     node = manager.current_node or next(iter(manager.roots.values()))[0]
     graph = getattr(node, "graph", None)
     assert graph is not None and not isinstance(graph, inspectable_graph_class())

@@ -35,7 +35,7 @@ def save(trace, name):
 def manager():
     from torch._inductor import cudagraph_trees as trees
 
-    return trees.get_container(0).get_tree_manager()
+    return trees.get_container(torch.cuda.current_device()).get_tree_manager()
 
 
 def walk_shape(mgr):
@@ -193,5 +193,5 @@ def test_events_level_adds_no_snapshots_and_no_manager_is_created():
     with observe_torch(trace="events") as trace:
         torch.randn(4, device=DEV) + 1  # no compiled code: torch makes no manager, nor do we
     assert trace.steps == []
-    container = trees.get_container(0)
+    container = trees.get_container(torch.cuda.current_device())
     assert container.tree_manager is None
