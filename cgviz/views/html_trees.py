@@ -23,6 +23,7 @@ from operator import is_not, ne
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, overload
 
 from cgviz.views import tree as _tree
+from cgviz.views.page_store import looked_up
 
 if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, Snapshot, Step
@@ -121,11 +122,7 @@ class TreeStates:
     def _structure(self, snap: "Snapshot") -> _Structure:
         s = self._structure_of.get(id(snap))
         if s is None:
-            # most nodes were seen in an earlier snapshot: looked up in one pass (map runs in C)
-            found = list(map(self._statics.get, map(id, snap.nodes)))
-            if None in found:
-                found = [self._static(n) if k is None else k for k, n in zip(found, snap.nodes)]
-            key = tuple(found)
+            key = tuple(looked_up(self._statics, snap.nodes, self._static))
             s = self._structures.get(key)
             if s is None:
                 s = self._structures[key] = _Structure(len(self._structures), len(self._steps), snap, key)
@@ -154,18 +151,20 @@ class TreeStates:
         if frame is None:
             structure = self._structure(snap)
             path = set(snap.path)
-            touched = self._touched_since_last(snap, structure, path, inval, active)
+            touched = self._touched_since_last(snap, path, inval, active)
             last = self._last
-            looks = list(last[1].looks) if touched is not None else [0] * len(snap.nodes)
-            replays = list(last[1].replays) if touched is not None else [0] * len(snap.nodes)
             nodes, statics = snap.nodes, structure.statics
             if touched is None:
+                looks, replays = [0] * len(nodes), [0] * len(nodes)
                 todo: Any = range(len(nodes))
-            else:  # a node object as before, not touched: the same look (found in one pass, in C)
+            elif last[1].structure is structure:  # a node object as before, not touched: the same look (found in C)
+                looks, replays = list(last[1].looks), list(last[1].replays)
                 where = structure.position
                 changed = set(compress(count(), map(is_not, nodes, last[0].nodes)))
                 changed.update(where[i] for i in touched if i in where)
                 todo = sorted(changed)  # in order, so that new looks are numbered as they come
+            else:  # another structure (a tree that grew): its nodes kept from the last frame keep their looks
+                looks, replays, todo = _carried_over(nodes, last[0].nodes, last[1], touched)
             for k in todo:
                 n, static = nodes[k], statics[k]
                 look, rep, (w, h) = self._card(snap, n, step, path, inval, n.id == active)
@@ -182,13 +181,13 @@ class TreeStates:
             self._last = (snap, frame, path, snap.current_node, active, inval)
         return frame
 
-    def _touched_since_last(self, snap: "Snapshot", structure: _Structure, path: set[int], inval: set[int],
+    def _touched_since_last(self, snap: "Snapshot", path: set[int], inval: set[int],
                               active: Optional[int]) -> Optional[set[int]]:
         """The ids whose look may differ from the last frame built although their node object is
-        the same (path, current node, the active node, invalidations), or None when the last
-        frame is of another structure (then every node is looked at)."""
+        the same (path, current node, the active node, invalidations), or None for the first
+        frame (then every node is looked at)."""
         last = self._last
-        if last is None or last[1].structure is not structure:
+        if last is None:
             return None
         _, _, last_path, last_current, last_active, last_inval = last
         return (path ^ last_path) | (inval ^ last_inval) | {snap.current_node, last_current, active, last_active}
@@ -254,14 +253,29 @@ class TreeStates:
         return {"structs": drawn, "looks": self.looks, "delta": delta, "keys": keys, "every": KEYFRAME}
 
 
+def _carried_over(nodes: list, last_nodes: list, last: _Frame, touched: set[int]) -> tuple[list, list, list]:
+    """Looks and replay counts of a frame of a new structure, taken from the last frame for the
+    nodes it had as the same objects and untouched; and the positions left to work out."""
+    before = {n.id: (n, look, rep) for n, look, rep in zip(last_nodes, last.looks, last.replays)}
+    looks, replays, todo = [0] * len(nodes), [0] * len(nodes), []
+    for k, n in enumerate(nodes):
+        kept = before.get(n.id)
+        if kept is not None and kept[0] is n and n.id not in touched:
+            looks[k], replays[k] = kept[1], kept[2]
+        else:
+            todo.append(k)
+    return looks, replays, todo
+
+
 def _delta(before: Optional[_Frame], after: _Frame) -> list[int]:
     """[node, look, replays, ...] for what changed from `before` to `after` (look -1: gone)."""
     out: list[int] = []
     if before is not None and before.structure is after.structure:
-        ids, la, lb, ra, rb = after.structure.ids, before.looks, after.looks, before.replays, after.replays
-        for k in range(len(ids)):
-            if la[k] != lb[k] or ra[k] != rb[k]:
-                out += (ids[k], lb[k], rb[k])
+        ids, lb, rb = after.structure.ids, after.looks, after.replays
+        # the positions that changed, found by C loops (a step changes a few nodes of a thousand)
+        changed = set(compress(count(), map(ne, before.looks, lb))) | set(compress(count(), map(ne, before.replays, rb)))
+        for k in sorted(changed):
+            out += (ids[k], lb[k], rb[k])
         return out
     old = before.state() if before is not None else {}
     new = after.state()

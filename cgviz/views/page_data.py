@@ -22,7 +22,7 @@ from cgviz.views.text import (
     REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line, time_line,
 )
 from cgviz.views.style import STEP_COLORS, css_variables
-from cgviz.views.page_store import SvgKind, SvgStore, linear, namespace_ids, runs, strip_prolog
+from cgviz.views.page_store import SvgKind, SvgStore, linear, looked_up, namespace_ids, runs, strip_prolog
 from cgviz.views.pool_data import POOL_LISTS, WIDENED_NOTE, PoolData
 
 if TYPE_CHECKING:
@@ -273,11 +273,7 @@ class PageData:
 
     def _snap_index(self, s: "Snapshot") -> int:
         def make() -> int:
-            # most nodes were indexed with an earlier snapshot: looked up in one pass (map runs in C)
-            found = list(map(self._node_ids.get, map(id, s.nodes)))
-            if None in found:
-                found = [self._node_index(n) if k is None else k for k, n in zip(found, s.nodes)]
-            nodes = runs(found)
+            nodes = runs(looked_up(self._node_ids, s.nodes, self._node_index))
             key = ("snap", tuple(nodes), tuple(s.path), s.current_node, s.state, s.generation)
 
             def add() -> int:

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import re
 from itertools import compress, count, repeat
-from operator import ne, sub
-from typing import Any
+from operator import is_, ne, sub
+from typing import Any, Callable
 
+
+def looked_up(cache: dict, items: list, make: Callable[[Any], Any]) -> list:
+    """Per item, `cache[id(item)]`, or `make(item)` for the items not there yet. The items of a
+    snapshot were mostly seen with an earlier one: they are looked up in one pass (in C), and only
+    the new ones go through Python."""
+    found = list(map(cache.get, map(id, items)))
+    for k in compress(count(), map(is_, found, repeat(None))):
+        found[k] = make(items[k])
+    return found
 
 
 # -- storing SVGs once ---------------------------------------------------------------------------
