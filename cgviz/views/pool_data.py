@@ -19,6 +19,7 @@ Words, colours and geometry all come from `cgviz.views.pool`, so the page shows 
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from cgviz.views.text import format_bytes
@@ -36,13 +37,15 @@ __all__ = ["PoolData", "POOL_LISTS", "WIDENED_NOTE"]
 #: The payload lists a PoolData fills (sent a piece at a time, like the pictures).
 POOL_LISTS = ("segs", "pstyles", "ptexts", "legends", "pools")
 
+_NODE_ID = attrgetter("id")
 _COMPACT_SEGMENTS = 24  # more segments than this: one-line segment labels (as pool_figure does)
 
 
 class _Segment:
     """What one segment gives every pool it is in: its record and its share of the totals."""
 
-    __slots__ = ("index", "compact_index", "allocated", "owned", "nodes", "categories", "widened", "keep")
+    __slots__ = ("index", "compact_index", "allocated", "owned", "owners", "live", "nodes", "categories", "widened",
+                 "keep")
 
     def __init__(self, seg: "Segment") -> None:
         self.keep = seg  # the id() cache relies on the object staying alive
@@ -54,15 +57,26 @@ class _Segment:
             if b.allocated and b.node is not None and b.output is not None:
                 key = (b.node, b.output)
                 self.owned[key] = self.owned.get(key, 0) + b.size
+        self.owners = tuple(sorted({node for node, _ in self.owned}))  # the nodes whose outputs own blocks here
+        # ids of the owners' node objects in a snapshot -> (those objects, kept alive for their ids; live bytes)
+        self.live: dict[tuple, tuple[tuple, int]] = {}
         self.nodes: set[int] = set()
         self.categories: set[str] = set()
         self.widened = False
 
 
-def _live_bytes(owned: dict[tuple[int, int], int], live: set, known: set) -> int:
+def _live_bytes(info: _Segment, by_id: dict[int, "NodeView"]) -> int:
     """Bytes of a segment's blocks owned by live outputs, or by outputs the snapshot does not
-    know (counted live: nothing says they are dead). Set operations, in C."""
-    return sum(map(owned.__getitem__, owned.keys() & live)) + sum(map(owned.__getitem__, owned.keys() - known))
+    know (counted live: nothing says they are dead). Worked out once per set of owner node
+    objects: from one snapshot to the next, most segments keep theirs."""
+    owners = tuple(map(by_id.get, info.owners))
+    key = tuple(map(id, owners))
+    got = info.live.get(key)
+    if got is None:
+        states = {(n.id, o.index): o.state for n in owners if n is not None for o in n.outputs}
+        live = sum(size for pair, size in info.owned.items() if states.get(pair, "live") == "live")
+        got = info.live[key] = (owners, live)
+    return got[1]
 
 
 class PoolData:
@@ -81,15 +95,6 @@ class PoolData:
         self._legend_keys: dict[tuple, int] = {}
         self._pool_keys: dict[tuple, int] = {}
         self._legends_by_rows: dict[tuple, int] = {}
-        self._outputs: dict[int, tuple] = {}  # id(NodeView) -> `_outputs_of`
-
-    def _outputs_of(self, n: "NodeView") -> tuple:
-        """(n, its outputs' (node, index) pairs, those of its live outputs), kept per node
-        object (the object itself too, so that its id() is not reused)."""
-        pairs = frozenset((n.id, o.index) for o in n.outputs)
-        live = frozenset((n.id, o.index) for o in n.outputs if o.state == "live")
-        got = self._outputs[id(n)] = (n, pairs, live)
-        return got
 
     def lists(self) -> dict[str, list]:
         return {name: getattr(self, name) for name in POOL_LISTS}
@@ -99,15 +104,11 @@ class PoolData:
         segments = sorted(snap.segments, key=lambda s: s.address)
         compact = len(segments) > _COMPACT_SEGMENTS
         infos = [self._segment(seg, compact) for seg in segments]
-        outs = list(map(self._outputs.get, map(id, snap.nodes)))  # most nodes seen before: in C
-        if None in outs:
-            outs = [self._outputs_of(n) if o is None else o for o, n in zip(outs, snap.nodes)]
-        known = set().union(*[o[1] for o in outs])
-        live_set = set().union(*[o[2] for o in outs])
+        by_id = dict(zip(map(_NODE_ID, snap.nodes), snap.nodes))
         totals = {
             "reserved": sum(s.size for s in segments),
             "allocated": sum(i.allocated for i in infos),
-            "live": sum(_live_bytes(i.owned, live_set, known) for i in infos),
+            "live": sum(_live_bytes(i, by_id) for i in infos),
             "segments": len(segments),
             "blocks": sum(len(s.blocks) for s in segments),
         }
