@@ -256,3 +256,81 @@ def test_a_merged_trace_shows_every_ranks_tree_and_the_steps_rank(context: Any, 
                            arg=f"{own[0].function} · node {own[0].id}", timeout=10_000)
     shot(page, "page-merged-ranks")
     assert requests == [] and errors == []
+
+
+STEP_ROWS_JS = r"""
+(root) => {
+  // the step list's rows in the document: [index, number shown, headline, kind class, wholly in the list's view, current]
+  const list = root.querySelector(".cg-steps"), b = list.getBoundingClientRect();
+  return Array.from(list.querySelectorAll("li[data-i]")).map((li) => {
+    const r = li.getBoundingClientRect(), kind = Array.from(li.classList).find((c) => c.startsWith("k-")) || "";
+    return [+li.dataset.i, li.querySelector(".sn").textContent, li.querySelector(".hl").textContent, kind,
+            r.top >= b.top - 1 && r.bottom <= b.bottom + 1, li.classList.contains("cur")];
+  });
+}
+"""
+
+
+def test_a_long_step_list_keeps_its_rows_right_far_from_the_start(context: Any, tmp_path: Path) -> None:
+    """Only the rows near the step list's view are built (a few thousand steps here): a jump far
+    away, a scroll to the middle and a click on a row there must all find the right rows."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from render import synthetic_trace
+
+    trace, _ = synthetic_trace(nodes=100, steps=3000)
+    n = len(trace.steps)
+    path = tmp_path / "long.html"
+    cgviz.to_html(trace, path, renderer="builtin")
+    js = explorer_js_override()
+    if js is not None:
+        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
+    page, requests, errors = open_page(context, path)
+    ui, root = UI(page), page.locator(".cgviz").first
+
+    def rows() -> list:
+        page.wait_for_timeout(150)  # the list scrolls at the next frame, and measures its rows after it
+        got = root.evaluate(STEP_ROWS_JS)
+        for i, number, headline, kind, _, _ in got:  # every row built says its own step
+            assert (number, headline, kind) == (str(i + 1), trace.steps[i].headline(), "k-" + trace.steps[i].kind), i
+        assert [r[0] for r in got] == list(range(got[0][0], got[0][0] + len(got))), "the rows built are not consecutive"
+        return got
+
+    def current_row_shows(i: int) -> None:
+        assert ui.step_of() == (i + 1, n)
+        cur = [r for r in rows() if r[5]]
+        assert [r[0] for r in cur] == [i], f"current rows {cur}, expected step {i + 1}"
+        assert cur[0][4], f"the current row (step {i + 1}) is not in the list's view"
+        assert root.evaluate(ROW_VISIBLE_JS) is None
+
+    first = rows()
+    assert len(first) < 200, f"{len(first)} rows built for {n} steps: the list should build only the rows near its view"
+
+    before = ui.headline()
+    page.keyboard.press("End")
+    ui.wait_headline_change(before)
+    current_row_shows(n - 1)
+
+    far = 1234
+    ui.el(".cg-slider").evaluate("(s, i) => { s.value = i; s.dispatchEvent(new Event('input')); }", far)
+    page.wait_for_function("(i) => document.querySelector('.cgviz .cg-headline').textContent.includes('step ' + i + '/')",
+                           arg=far + 1, timeout=10_000)
+    current_row_shows(far)
+
+    # scrolled to the middle by the reader: rows of the middle steps show, and one of them, clicked, is shown
+    ui.el(".cg-steps").evaluate("(l) => { l.scrollTop = (l.scrollHeight - l.clientHeight) / 2; }")
+    shown = [r for r in rows() if r[4]]
+    assert shown and n // 4 < shown[0][0] < 3 * n // 4, f"rows in view after scrolling to the middle: {[r[0] for r in shown]}"
+    pick = shown[len(shown) // 2][0]
+    before = ui.headline()
+    page.locator(f".cgviz .cg-steps li[data-i='{pick}'] .hl").click()
+    ui.wait_headline_change(before)
+    current_row_shows(pick)
+
+    before = ui.headline()
+    page.keyboard.press("ArrowRight")
+    ui.wait_headline_change(before)
+    current_row_shows(pick + 1)
+    shot(page, "page-long-step-list")
+    assert requests == [] and errors == []

@@ -17,7 +17,7 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<div class="cg-now"><div class="cg-headline"></div><div class="cg-reason"></div></div>' +
   '<div class="cg-banner" hidden></div><div class="cg-error" hidden></div>' +
   '<div class="cg-main">' +
-  '<section class="panel cg-steps-panel"><h2>Steps <span class="sub cg-count"></span></h2><ol class="cg-steps"></ol></section>' +
+  '<section class="panel cg-steps-panel"><h2>Steps <span class="sub cg-count"></span></h2><ol class="cg-steps"><li class="gap" aria-hidden="true"></li><li class="gap" aria-hidden="true"></li></ol></section>' +
   '<section class="panel cg-tree-panel"><h2>Tree after this step <label class="fit" title="shrink the tree to the panel\'s width"><input type="checkbox" class="cg-fit"> fit to width</label></h2><div class="cg-snapinfo"></div><div class="cg-tree-box"></div></section>' +
   '<section class="panel cg-node-panel"><h2>Node outputs</h2><div class="cg-node"></div></section>' +
   '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
@@ -64,10 +64,11 @@ export function mount(root, D, host) {
   host = host || pageHost();
   root.classList.add("cgviz"); root.innerHTML = SKELETON;
   const q = (name) => root.querySelector(".cg-" + name);
-  const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps");
+  const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps"), [gapTop, gapEnd] = list.children;
   let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
   let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], geo = {}, must = {};
-  let shownLegend = -1, segEls = {}, segCount = 0, boxW = 0, queue = [], waiting = 0;
+  let shownLegend = -1, segEls = {}, segCount = 0, boxW = 0, poolW = 0, near = null, queue = [], waiting = 0;
+  let made = new Map(), lo = 0, hi = 0, rowH = [], est = 0, pos = null, scrollY = 0, viewH = 0, anchor = -1, scrolling = false;
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
   const style = el("style"); root.appendChild(style);
@@ -90,15 +91,7 @@ export function mount(root, D, host) {
     root.classList.toggle("no-pictures", !!h.empty);
     N = h.n; D.tx = h.tx; D.empty = h.empty; D.widened = h.widened; D.repeats = h.repeats;
     D.rows = (D.rows || []).slice(0, h.start).concat(h.rows);
-    while (list.children.length > h.start) list.removeChild(list.lastChild);
-    for (let i = h.start; i < N; i++) {
-      const [kind, hl, why, note, times] = D.rows[i], li = el("li", "k-" + kind);
-      li.dataset.i = i;
-      li.appendChild(el("span", "sn", i + 1)); li.appendChild(el("span", "hl", hl));
-      if (note) li.appendChild(el("span", "blk", note));
-      li.appendChild(el("span", "why", why)); list.appendChild(li);
-      if (times > 1) li.dataset.fold = times;
-    }
+    forget(h.start);
     while (S.length < N) S.push(null);
     q("count").textContent = N;
     if (h.timeline) q("timeline").innerHTML = h.timeline;
@@ -155,11 +148,84 @@ export function mount(root, D, host) {
   function markFindings() {
     q("findings").querySelectorAll(".f-step").forEach((b) => b.classList.toggle("at", +b.dataset.step === cur));
   }
-  function reveal(row) {
-    // scroll the step list (only it) so that the row shows, a third of the way down
-    const b = list.getBoundingClientRect(), r = row.getBoundingClientRect();
-    if (b.height && (r.top < b.top || r.bottom > b.bottom)) list.scrollTop += r.top - b.top - list.clientHeight / 3;
+
+  // -- the step list -------------------------------------------------------------------------------
+  // Only the rows in and around the list's view are in the document (10,000 rows made every step's
+  // style, layout and paint cost); two gaps, before and after them, stand for the others. A row's
+  // height is measured once it is laid out (a long headline wraps); an estimate stands for the
+  // rows not seen yet.
+  function row(i) {
+    const [kind, hl, why, note, times] = D.rows[i], li = el("li", "k-" + kind + (i === cur ? " cur" : ""));
+    li.dataset.i = i;
+    li.appendChild(el("span", "sn", i + 1)); li.appendChild(el("span", "hl", hl));
+    if (note) li.appendChild(el("span", "blk", note));
+    li.appendChild(el("span", "why", why));
+    if (times > 1) li.dataset.fold = times;
+    measured.observe(li);
+    return li;
   }
+  function tops() {
+    // each row's top in the list, then the whole list's height (40 px a row before any is measured)
+    if (!pos) { pos = [0]; for (let i = 0; i < N; i++) pos.push(pos[i] + (rowH[i] || est || 40)); }
+    return pos;
+  }
+  function rowAt(y) {
+    const p = tops(); let a = 0, b = Math.max(N - 1, 0);
+    while (a < b) { const m = (a + b + 1) >> 1; if (p[m] <= y) a = m; else b = m - 1; }
+    return a;
+  }
+  function rows() {
+    // the rows within a view's height of the list's view (of the current row while the list has
+    // no size); built again only when the view comes within half a view of the built ones' ends
+    const p = tops(), y = viewH ? scrollY : p[Math.max(cur, 0)], v = Math.max(viewH, 300);
+    if (lo < hi && (!lo || p[lo] <= y - v / 2) && (hi === N || p[hi] >= y + viewH + v / 2)) return;
+    const a = rowAt(y - v), b = Math.min(N, rowAt(y + viewH + v) + 1);
+    made.forEach((li, i) => { if (i < a || i >= b) drop(li, i); });
+    const front = document.createDocumentFragment(), back = document.createDocumentFragment();
+    for (let i = a; i < b; i++) if (!made.has(i)) { const li = row(i); made.set(i, li); (i < lo ? front : back).appendChild(li); }
+    gapTop.after(front); gapEnd.before(back);
+    lo = a; hi = b; pad();
+  }
+  function drop(li, i) { li.remove(); measured.unobserve(li); made.delete(i); }
+  function pad() { const p = tops(); gapTop.style.height = p[lo] + "px"; gapEnd.style.height = p[N] - p[hi] + "px"; }
+  function forget(from) {
+    // rows from `from` on are new or were rewritten (a fold): built and measured again
+    made.forEach((li, i) => { if (i >= from) drop(li, i); });
+    hi = Math.min(hi, from); lo = Math.min(lo, hi); rowH.length = Math.min(rowH.length, from); pos = null;
+  }
+  function reveal() {
+    // scroll the step list (only it) so that the current row shows, a third of the way down; the
+    // rows now, the scroll at the next frame (set now, it would make the browser lay out the page
+    // before the step's other changes, and again after them)
+    const y = inView(scrollY);
+    anchor = -1;
+    if (y !== scrollY) {
+      if (!scrolling) requestAnimationFrame(() => { scrolling = false; list.scrollTop = scrollY; });
+      scrollY = y; scrolling = true;
+    }
+    rows();
+  }
+  function inView(y) {
+    // the list's scroll that shows the current row: y if it does, else the row a third of the way down
+    const p = tops();
+    return !viewH || (p[cur] >= y && p[cur + 1] <= y + viewH) ? y : Math.max(0, Math.min(p[cur] - viewH / 3, p[N] - viewH));
+  }
+  // rows laid out: their heights replace the estimate, and the list scrolls by what that moved the
+  // anchor (the first row shown once the reader scrolls; until then the current row, kept in view)
+  const measured = new ResizeObserver((es) => {
+    const k = anchor < 0 ? cur : anchor, at = tops()[k];
+    let sum = 0, n = 0;
+    es.forEach((e) => {
+      const i = +e.target.dataset.i, h = e.borderBoxSize[0].blockSize;
+      if (h && i < N && rowH[i] !== h) { rowH[i] = h; sum += h; n++; }
+    });
+    if (!n) return;
+    if (!est) est = sum / n;  // the first rows measured stand for the others
+    pos = null;
+    pad();
+    const y = scrollY + tops()[k] - at, to = anchor < 0 ? inView(y) : y;
+    if (to !== scrollY && viewH) list.scrollTop = scrollY = to;
+  });
   function merge(p) {
     // a piece of pictures: new items append to the lists (indices never change), `at` fills steps;
     // a widget's trees come as drawings plus node states (views/tree_windows.py)
@@ -226,7 +292,7 @@ export function mount(root, D, host) {
     // the structure's drawing once; then the step's state, painted where it shows (paintNodes)
     if (st[0] !== shownStruct) {
       const s = T.structs[st[0]];
-      tbox.innerHTML = unrun(D.trees[s[0]]); shownStruct = st[0]; hot = []; geo = {};
+      tbox.innerHTML = unrun(D.trees[s[0]]); shownStruct = st[0]; hot = []; geo = {}; near = null;
       shownState = s[2] ? stateOf(s[2]) : copyOf(stateAt(s[1]));
       tbox.querySelectorAll('g[id^="node-"]').forEach((g) => {
         const m = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute("transform"));
@@ -245,15 +311,23 @@ export function mount(root, D, host) {
     // repaint the nodes whose look or replay count differ from the step's: those in view or near it
     // (half a box around), and `also`; the others when scrolled to (a jump then costs what shows)
     if (!T || shownStruct < 0) return;
-    const svg = tbox.querySelector("svg"), b = tbox.getBoundingClientRect(), r = svg.getBoundingClientRect();
-    const f = naturalWidth(svg) / r.width || 1, x0 = (b.left - b.width / 2 - r.left) * f, x1 = (b.right + b.width / 2 - r.left) * f;
-    const y0 = (b.top - b.height / 2 - r.top) * f - 400, y1 = (b.bottom + b.height / 2 - r.top) * f;
+    const [x0, x1, y0, y1] = inSight();
     for (const id in tState) {
       const a = shownState[id], v = tState[id], p = geo[id];
       if (a[0] === v[0] && a[1] === v[1]) continue;
       if (!(also && also[id]) && (p[0] > x1 || p[0] + p[2] < x0 || p[1] > y1 || p[1] < y0)) continue;
       paintNode(byId(tbox, "node-" + id), v, a); shownState[id] = v;
     }
+  }
+  function inSight() {
+    // the drawing's part in the tree box's view and half a box around it, in the drawing's units;
+    // read again only when the drawing, the box's scroll or its size change (read after a step's
+    // changes, it would make the browser lay out the page there and then)
+    if (!near) {
+      const svg = tbox.querySelector("svg"), b = tbox.getBoundingClientRect(), r = svg.getBoundingClientRect(), f = naturalWidth(svg) / r.width || 1;
+      near = [(b.left - b.width / 2 - r.left) * f, (b.right + b.width / 2 - r.left) * f, (b.top - b.height / 2 - r.top) * f - 400, (b.bottom + b.height / 2 - r.top) * f];
+    }
+    return near;
   }
   function markPath(path) {
     // the edges of the current path take their path stroke, drawn last (over their siblings' elbows)
@@ -268,22 +342,23 @@ export function mount(root, D, host) {
     tbox.querySelectorAll(".cg-sel").forEach((g) => g.classList.remove("cg-sel"));
     if (sel != null) { const g = byId(tbox, "node-" + sel); if (g) g.classList.add("cg-sel"); }
   }
-  function measure() { boxW = tbox.clientWidth - 12; }
+  function measure() { boxW = tbox.clientWidth - 12; poolW = pbox.clientWidth; near = null; }
   function placeTree(also) {
     // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node of interest
     const svg = tbox.querySelector("svg"); if (!svg) return;
     if (!boxW) measure();
     const nat = naturalWidth(svg), fit = q("fit").checked || (nat > boxW && boxW / nat >= 0.6);
-    tbox.classList.toggle("fit", fit);
+    if (tbox.classList.contains("fit") !== fit) { tbox.classList.toggle("fit", fit); near = null; }
     paintNodes(also);
     if (!fit && nat > boxW) requestAnimationFrame(scrollToNode);
   }
   function scrollToNode() {
     const g = tbox.querySelector(".cg-sel") || tbox.querySelector(".state-active") || tbox.querySelector(".state-current");
     if (!g) return;
-    const b = tbox.getBoundingClientRect(), r = g.getBoundingClientRect();
+    const b = tbox.getBoundingClientRect(), r = g.getBoundingClientRect(), x = tbox.scrollLeft, y = tbox.scrollTop;
     if (r.left < b.left || r.right > b.right) tbox.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
     if (r.top < b.top || r.bottom > b.bottom) tbox.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
+    if (tbox.scrollLeft !== x || tbox.scrollTop !== y) { near = null; paintNodes(); }  // in this frame, not after the scroll event
   }
 
   // -- the pool ------------------------------------------------------------------------------------
@@ -321,7 +396,8 @@ export function mount(root, D, host) {
     if (++segCount > 3000) { segEls = {}; segCount = 1; }
     const [label, b] = D.segs[s], bar = el("div", "cg-bar");
     row = el("div", "cg-seg"); row.appendChild(el("div", "cg-seg-label", label)); row.appendChild(bar);
-    const px = Math.max(pbox.clientWidth - 330, 200) / 10000;  // the bar's width, roughly, per unit
+    if (!poolW) measure();
+    const px = Math.max(poolW - 330, 200) / 10000;  // the bar's width, roughly, per unit
     for (let k = 0; k < b.length; k += 6) {
       const [cat, color] = D.pstyles[b[k + 2]], blk = el("div", "cg-blk c-" + cat);
       blk.style.left = b[k] / 100 + "%"; blk.style.width = b[k + 1] / 100 + "%";
@@ -422,10 +498,10 @@ export function mount(root, D, host) {
   function show(i, quiet) {
     if (!N) return;
     i = Math.max(0, Math.min(N - 1, i | 0));
-    const st = S[i], row = list.children[i], R = D.rows[i];
-    if (cur >= 0 && list.children[cur]) list.children[cur].classList.remove("cur");
-    cur = i; row.classList.add("cur");
-    reveal(row); markFindings();
+    const st = S[i], R = D.rows[i];
+    if (made.has(cur)) made.get(cur).classList.remove("cur");
+    cur = i; reveal(); made.get(cur).classList.add("cur");
+    markFindings();
     q("now").className = "cg-now k-" + R[0];
     // the kind's word in its colour (after "rank r · " in a merged trace)
     const hl = q("headline"), text = R[1] + R[3], at = Math.max(text.indexOf(R[0]), 0), end = at + R[0].length;
@@ -467,13 +543,26 @@ export function mount(root, D, host) {
   q("next").onclick = () => show(cur + 1);
   q("last").onclick = () => show(N - 1);
   slider.oninput = () => show(+slider.value);
-  list.onclick = (e) => { const li = e.target.closest("li"); if (li) show(+li.dataset.i); };
+  list.onclick = (e) => { const li = e.target.closest("li[data-i]"); if (li) show(+li.dataset.i); };
   q("findings").onclick = (e) => { const b = e.target.closest("button[data-step]"); if (b) show(+b.dataset.step); };
+  list.addEventListener("scroll", () => {
+    // the reader scrolled (or the list was scrolled to the current row): rows for the new view
+    if (scrolling) return;  // the current row's scroll, still to come, wins
+    const y = list.scrollTop;
+    if (Math.abs(y - scrollY) > 1) { scrollY = y; anchor = rowAt(y); }
+    rows();
+  });
   // the step list has no size until the explorer is laid out (a widget's output may come later)
-  const sized = new ResizeObserver(() => { if (list.clientHeight && list.children[cur]) { sized.disconnect(); reveal(list.children[cur]); } });
-  sized.observe(list);
+  new ResizeObserver(() => {
+    const h = list.clientHeight;
+    if (h === viewH) return;
+    if (!viewH) scrollY = list.scrollTop;
+    viewH = h;
+    if (cur >= 0 && cur < N) reveal();
+  }).observe(list, {box: "border-box"});
   q("fit").onchange = () => placeTree();
-  tbox.addEventListener("scroll", () => paintNodes());
+  tbox.addEventListener("scroll", () => { near = null; paintNodes(); });
+  new ResizeObserver(() => { near = null; paintNodes(); }).observe(tbox);  // more of the tree may show
   window.addEventListener("resize", () => { measure(); placeTree(); });
   tbox.onclick = (e) => {
     const g = e.target.closest('[id^="node-"]'); if (!g) return;
