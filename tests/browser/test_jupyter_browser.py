@@ -147,9 +147,14 @@ def test_jupyterlab_live_tree(context: Any, jupyter: Any) -> None:
     assert before >= 1
     shot(page, "lab-live-before")
     run_typed_cell(page, "[f(x) for _ in range(3)];")
-    page.wait_for_function("(n) => +document.querySelector('.cgviz .cg-count').textContent > n", arg=before, timeout=30_000)
-    after = count()
-    assert ui.step_of()[1] == after
+    # steps stream in while the cell runs: wait for new ones, and for the headline to say the same total
+    page.wait_for_function("""(n) => {
+        const c = +document.querySelector('.cgviz .cg-count').textContent;
+        const m = /step \\d+\\/(\\d+)/.exec(document.querySelector('.cgviz .cg-headline').textContent);
+        return c > n && m && +m[1] === c; }""", arg=before, timeout=30_000)
+    after, headline = page.evaluate("() => [+document.querySelector('.cgviz .cg-count').textContent, "
+                                    "document.querySelector('.cgviz .cg-headline').textContent]")  # read together
+    assert after > before and ui.step_of(headline)[1] == after
     page.locator(".cgviz").first.scroll_into_view_if_needed()
     shot(page, "lab-live-after")
     assert ui.tree_nodes() >= 1
