@@ -164,3 +164,20 @@ def test_graphviz_trees_stay_pictures() -> None:
     data = PageData(_long_trace(), renderer="graphviz")
     piece = data.window([0, 1, 2])
     assert "tree" not in piece and piece["trees"]
+
+
+@pytest.mark.parametrize("name", ["generations", "training", "branching"])
+def test_each_structure_is_drawn_once_whatever_order_the_windows_come_in(name):
+    """Boxes are drawn with room for every badge a step may add (invalidated by mark_step()
+    included) and for more replays, so a jump far ahead does not make the kernel draw a structure
+    again (a new 1,000-node drawing is what makes a jump slow in the browser)."""
+    from cgviz.scenarios import run_scenario
+    from cgviz.views.tree_windows import TreeWindows
+
+    steps = run_scenario(name, "sim").trace.steps
+    windows = TreeWindows(lambda lines: 0)
+    order = list(range(0, len(steps), 4))
+    random.Random(1).shuffle(order)
+    for start in order:
+        windows.piece(steps, range(start, min(start + 4, len(steps))))
+    assert len(windows.structs) == len(windows._states._structures)

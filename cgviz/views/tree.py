@@ -178,6 +178,11 @@ class _Card:
     classes: str
 
 
+#: The badges a node gets from the tree's state, besides the step's own (`_STEP_BADGES`).
+INVALIDATED_BADGE = "⊘ invalidated by mark_step()"
+CURRENT_BADGE = "◆ current node"
+
+
 def _card(
     snapshot: "Snapshot",
     node: "NodeView",
@@ -195,9 +200,9 @@ def _card(
         _, text, alert = _STEP_BADGES[step.kind]  # type: ignore[union-attr]
         badges.append((text, s["badge_alert"] if alert else s["badge"]))
     if "invalidated-now" in states:
-        badges.append(("⊘ invalidated by mark_step()", s["badge_alert"]))
+        badges.append((INVALIDATED_BADGE, s["badge_alert"]))
     if "current" in states:
-        badges.append(("◆ current node", s["badge_current"]))
+        badges.append((CURRENT_BADGE, s["badge_current"]))
 
     # fill: what it is; run by this step wins over invalidated, which wins over the kind
     lit = "active" in states and "error" not in states

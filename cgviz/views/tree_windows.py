@@ -25,7 +25,7 @@ __all__ = ["TreeWindows"]
 
 # the widest of the badges any node may get while steps run (see tree._card)
 _BADGE_WIDTH = max(_tree._text_width(text, _tree._SIZE_BADGE, True)
-                   for text in [b[1] for b in _tree._STEP_BADGES.values()] + ["◆ current node"])
+                   for text in [b[1] for b in _tree._STEP_BADGES.values()] + [_tree.CURRENT_BADGE, _tree.INVALIDATED_BADGE])
 
 
 class TreeWindows:
