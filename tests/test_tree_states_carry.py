@@ -38,3 +38,11 @@ def test_each_steps_states_equal_those_worked_out_for_it_alone(name, tmp_path):
         grew += prev is not None and prev.structure is not frame.structure
         assert _states_in_words(sequential, frame) == _states_in_words(alone, alone._steps[0]), f"step {i}"
     assert grew, "the tree never changed structure: the carry-over across structures is not exercised"
+
+
+def test_digits_are_equally_wide_as_the_looks_cache_assumes():
+    """A node's look and box are kept for any replay count of as many digits
+    (`TreeStates._card`): that holds only while every digit is as wide as the others."""
+    from cgviz.views.tree import _SIZE_META, _text_width
+
+    assert len({_text_width(d, _SIZE_META) for d in "0123456789"}) == 1

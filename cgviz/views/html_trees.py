@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from itertools import compress, count
-from operator import is_not, ne
+from operator import attrgetter, is_not, ne
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, overload
 
 from cgviz.views import tree as _tree
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, Snapshot, Step
 
 __all__ = ["TreeStates", "KEYFRAME"]
+
+_STATE = attrgetter("state")
 
 #: The whole state of the tree is stored every this many steps: a jump applies at most this
 #: many steps' deltas (each a few numbers), however far it goes.
@@ -100,7 +102,7 @@ class TreeStates:
         self._structure_of: dict[int, _Structure] = {}  # id(Snapshot) ->
         self._snapshots: list["Snapshot"] = []
         self._frames: dict[tuple, _Frame] = {}
-        self._cards: dict[tuple, tuple[int, int, tuple[float, float]]] = {}
+        self._cards: dict[tuple, tuple[int, tuple[float, float]]] = {}  # what a box shows -> its look, size
         self._look_index: dict[tuple, int] = {}
         self.looks: list[list[str]] = []
         self._steps: list[Optional[_Frame]] = []
@@ -194,13 +196,21 @@ class TreeStates:
 
     def _card(self, snap: "Snapshot", n: "NodeView", step: "Step", path: set[int], inval: set[int],
               active: bool) -> tuple[int, int, tuple[float, float]]:
-        """A node's look index, replay count and box size after `step`."""
-        key = (id(n), n.id in path, snap.current_node == n.id, step.kind if active else None, n.id in inval)
+        """A node's look index, replay count and box size after `step`. Kept by what the box
+        shows, not by node object: a node whose replay count changed is a new object with the same
+        look (the count is filled in by the page) and a box as large while the count keeps its
+        number of digits (digits are equally wide), so a far step costs no new looks."""
+        static = self._statics.get(id(n))
+        if static is None:
+            static = self._static(n)
+        r = n.replays
+        key = (static, len(str(r)), r == 1, tuple(map(_STATE, n.outputs)), n.id in path, snap.current_node == n.id,
+               step.kind if active else None, n.id in inval)
         got = self._cards.get(key)
         if got is None:
             card = _tree._card(snap, n, step, None, path, inval)
-            got = self._cards[key] = (self._look(card, n), n.replays, _tree._card_size(card))
-        return got
+            got = self._cards[key] = (self._look(card, n), _tree._card_size(card))
+        return got[0], r, got[1]
 
     def _look(self, card: Any, n: "NodeView") -> int:
         """The index of a box's look: its classes, its text colour, its markup with the replay
