@@ -282,9 +282,14 @@ def device_name(index: Any) -> Optional[str]:
     return None if index is None else f"cuda:{index}"
 
 
+def manager_index(manager: Any) -> Optional[int]:
+    """The index of a tree manager's device (torch keeps a manager per device and thread)."""
+    return read(manager, "device_index")
+
+
 def manager_device(manager: Any) -> Optional[str]:
-    """The device of a tree manager (torch keeps one per device and thread)."""
-    return device_name(read(manager, "device_index"))
+    """The device of a tree manager: 'cuda:1'."""
+    return device_name(manager_index(manager))
 
 
 def node_device(node: Any) -> Optional[str]:

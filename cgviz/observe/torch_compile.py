@@ -30,7 +30,7 @@ from cgviz.trace.fold import fold_repeats
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 from cgviz.trace.io import check_save_target
-from cgviz.trace.ranks import rank_path
+from cgviz.trace.ranks import device_described, rank_path
 
 OVERWRITTEN = "overwritten by a subsequent run"
 # An absolute path in torch's messages: quoted (it may hold spaces), or bare with at least two
@@ -191,9 +191,9 @@ class TorchObserver:
         if manager is not None and manager not in self.managers:
             self.managers.append(manager)
             self._devices[id(manager)] = layout.manager_device(manager)
-            devices = sorted({d for d in self._devices.values() if d is not None})
+            devices = sorted({i for i in map(layout.manager_index, self.managers) if i is not None})
             if len(devices) > 1:  # trees on several devices: every step says whose it is
-                self.trace.meta["devices"] = [_described(d) for d in devices]
+                self.trace.meta["devices"] = [device_described(i) for i in devices]
                 self.log.name_devices()
 
     # -- the replay loop's events: noted raw, made into steps in batches -------------------------
@@ -392,7 +392,7 @@ class TorchObserver:
 
     def _segments(self, manager: Any, views: list[NodeView]) -> list:
         pool = layout.pool_of(manager)
-        device = layout.read(manager, "device_index")
+        device = layout.manager_index(manager)
         if pool is None or device is None:
             return []
         from cgviz.engine.cuda import pool_segments
@@ -539,11 +539,6 @@ class FoldingLog:
         self.devices.append(device)
         if fold_repeats(self.steps, self.keys) is not None:
             del self.devices[len(self.steps):]
-
-
-def _described(device: str) -> str:
-    """'cuda:1 (NVIDIA H100 80GB HBM3)', as a trace's meta names a device."""
-    return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
 
 
 def make_step(fields: tuple, duration: float) -> Step:

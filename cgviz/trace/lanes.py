@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 if TYPE_CHECKING:
     from cgviz.trace.model import Step
 
-__all__ = ["TreeKey", "tree_of", "tree_keys", "tree_name", "tree_id_prefix"]
+__all__ = ["TreeKey", "tree_of", "tree_keys", "in_tree_order", "tree_name", "tree_id_prefix"]
 
 TreeKey = tuple[Optional[int], Optional[str]]
 
@@ -24,8 +24,13 @@ def tree_of(step: "Step") -> TreeKey:
 
 
 def tree_keys(steps: Iterable["Step"]) -> list[TreeKey]:
-    """The trees the steps come from, by rank, then device ('cuda:2' before 'cuda:10')."""
-    return sorted({tree_of(s) for s in steps}, key=_order)
+    """The trees the steps come from, in order (`in_tree_order`)."""
+    return in_tree_order(map(tree_of, steps))
+
+
+def in_tree_order(keys: Iterable[TreeKey]) -> list[TreeKey]:
+    """The distinct trees of `keys` by rank, then device ('cuda:2' before 'cuda:10')."""
+    return sorted(set(keys), key=_order)
 
 
 def tree_name(key: TreeKey) -> str:

@@ -135,8 +135,14 @@ def _stamp(meta: dict, info: RankInfo) -> None:
         meta["local_rank"] = int(local)
     torch = sys.modules.get("torch")
     if "device" not in meta and torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        index = torch.cuda.current_device()
-        meta["device"] = f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+        meta["device"] = device_described(torch.cuda.current_device())
+
+
+def device_described(index: int) -> str:
+    """'cuda:1 (NVIDIA H100 80GB HBM3)': a CUDA device as a trace's meta names it."""
+    import torch
+
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
 
 # -- merging ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.trace.diagnose import SEVERITIES, diagnose
-from cgviz.trace.lanes import tree_of
+from cgviz.trace.lanes import tree_keys, tree_of
 from cgviz.views.text import (
     REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line, time_line,
 )
@@ -421,14 +421,11 @@ class PageData:
 
 def _rank_trees(trace: "Trace") -> Any:
     """A `RankTrees` for a trace of two trees or more (ranks merged, or several devices), else None."""
-    from cgviz.trace.ranks import is_merged
-
-    if not is_merged(trace) and all(s.device is None for s in trace.steps):
+    if len(tree_keys(trace.steps)) < 2:
         return None
     from cgviz.views.rank_trees import RankTrees
 
-    ranks = RankTrees(trace)
-    return ranks if len(ranks.ranks) > 1 else None
+    return RankTrees(trace)
 
 
 def _default_title(trace: "Trace") -> str:

@@ -12,10 +12,9 @@ the step's tree can be clicked: the others' ids are prefixed, so the explorer's 
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Optional
 
-from cgviz.trace.lanes import TreeKey, tree_id_prefix, tree_keys, tree_name, tree_of
+from cgviz.trace.lanes import TreeKey, in_tree_order, tree_id_prefix, tree_keys, tree_name, tree_of
 from cgviz.views.page_store import namespace_ids, strip_prolog
 from cgviz.views.style import TREE_STYLE as STYLE
 
@@ -67,7 +66,7 @@ def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]
     clickable, the others after it in rank and device order, each labelled."""
     from cgviz.views.tree import tree_svg
 
-    order = ([own] if own in trees else []) + [r for r in tree_keys_of(trees) if r != own]
+    order = ([own] if own in trees else []) + [r for r in in_tree_order(trees) if r != own]
     mine = "rank" if own[1] is None else "device" if own[0] is None else "tree"
     parts, x, height = [], 0.0, 0.0
     for r in order:
@@ -89,11 +88,6 @@ def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.1f}" height="{total:.1f}" '
             f'viewBox="0 0 {width:.1f} {total:.1f}" font-family="{STYLE["font"]}" class="cgviz-rank-trees">\n'
             + "\n".join(parts) + "\n</svg>")
-
-
-def tree_keys_of(trees: dict[TreeKey, tuple]) -> list[TreeKey]:
-    """The trees' keys in rank, then device order."""
-    return tree_keys(SimpleNamespace(rank=r, device=d) for r, d in trees)
 
 
 def _size(svg: str) -> tuple[float, float]:

@@ -291,16 +291,16 @@ def devices_summary(devices: list) -> str:
 def device_count_lines(trace: "Trace") -> list[str]:
     """'  cuda:0: 6 calls · 1 graph recorded · 2 replays', one line per device whose tree made
     steps (`Step.device`), repeats counted; none for a trace of one device."""
-    from dataclasses import replace
+    from collections import Counter
 
-    from cgviz.trace.model import Trace
+    from cgviz.trace.lanes import in_tree_order
 
     steps = trace.expanded()  # a folded block can hold steps of several devices (a loop over them)
-    devices = sorted({s.device for s in steps if s.device is not None}, key=lambda d: (len(d), d))
+    devices = [d for _, d in in_tree_order((None, s.device) for s in steps if s.device is not None)]
     lines = []
     for d in devices:
-        mine = Trace(steps=[replace(s, repeat=1, span=1) for s in steps if s.device == d])
-        lines.append(f"  {d}: " + trace_counts(mine).replace(plural(len(mine.steps), "step"), plural(len(mine.steps), "call"), 1))
+        counts = Counter(s.kind for s in steps if s.device == d)
+        lines.append(f"  {d}: " + " · ".join([plural(sum(counts.values()), "call")] + _kind_counts(counts)))
     return lines
 
 
@@ -329,11 +329,14 @@ def trace_counts(trace: "Trace") -> str:
     """'12 steps (40 calls) · 2 graphs recorded · 30 replays': what a trace, or one rank's part of
     a merged one, holds (eager fallbacks and errors too, where there are any)."""
     counts, n, calls = trace.counts(), len(trace.steps), trace.calls
-    parts = [plural(n, "step") + (f" ({calls} calls)" if calls != n else ""),
-             plural(counts["record"], "graph") + " recorded", plural(counts["execute"], "replay")]
-    parts += [plural(counts[kind], word) for kind, word in (("eager", "eager fallback"), ("error", "error"))
-              if counts[kind]]
-    return " · ".join(parts)
+    return " · ".join([plural(n, "step") + (f" ({calls} calls)" if calls != n else "")] + _kind_counts(counts))
+
+
+def _kind_counts(counts: Mapping[str, int]) -> list[str]:
+    """'2 graphs recorded', '30 replays', and the eager fallbacks and errors where there are any."""
+    parts = [plural(counts.get("record", 0), "graph") + " recorded", plural(counts.get("execute", 0), "replay")]
+    return parts + [plural(counts[kind], word) for kind, word in (("eager", "eager fallback"), ("error", "error"))
+                    if counts.get(kind)]
 
 
 def rank_count_lines(parts: Mapping[int, "Trace"]) -> list[str]:

@@ -36,10 +36,9 @@ its `<title>`, while steps are drawn one by one.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Union
 
-from cgviz.trace.lanes import TreeKey, tree_keys, tree_name
+from cgviz.trace.lanes import TreeKey, in_tree_order, tree_name
 
 from cgviz.views.style import MUTED_TEXT, STEP_COLORS, STEP_LABELS, TEXT_COLOR, step_color, text_color_on
 from cgviz.views.svg_output import figure_png, figure_svg
@@ -190,7 +189,7 @@ _ONE_LANE = _Rows([None], [0.0], (-0.42, 1.62), (-0.1, 1.38), (-0.3, 1.62), 1.07
 def _lanes(items: list[dict]) -> list[Optional[TreeKey]]:
     """The trees that get a lane, top to bottom: [None] (one lane) unless the steps carry ranks
     or devices (`cgviz.trace.lanes`)."""
-    keys = tree_keys(SimpleNamespace(rank=it["rank"], device=it["device"]) for it in items)
+    keys = in_tree_order((it["rank"], it["device"]) for it in items)
     return [None] if keys in ([], [(None, None)]) else keys
 
 
