@@ -336,6 +336,30 @@ STATE_COLUMN_JS = r"""
 """
 
 
+def expected_nodes(trace: Any, i: int) -> dict[int, tuple[set[str], int]]:
+    """Per node shown after step i: its state classes and replay count, from the trace (the
+    classes as the per-step drawing of the built-in layout gives them)."""
+    from cgviz.views.tree import node_state
+
+    step = trace.steps[i]
+    snap = step.snapshot
+    return {n.id: ({f"state-{w}" for w in node_state(snap, n.id, step) - {n.kind}}, n.replays) for n in snap.nodes}
+
+
+# the page repaints only the nodes in (or near) the tree panel's view, the rest as they are
+# scrolled to, and a big tree has only those in the document: scroll over the whole tree and
+# take every node group seen on the way, as it was there
+SHOWN_NODES = """async (root) => {
+  const box = document.querySelector(root + ' .cg-tree-box'), frame = () => new Promise((r) => requestAnimationFrame(r)), seen = {};
+  const take = () => box.querySelectorAll('g[id^="node-"]').forEach((g) => { seen[g.id] =
+    [+g.id.slice(5), (g.getAttribute('class') || '').split(/\\s+/).filter((c) => c.startsWith('state-')), g.textContent]; });
+  for (let y = 0; y <= box.scrollHeight; y += box.clientHeight / 2)
+    for (let x = 0; x <= box.scrollWidth; x += box.clientWidth / 2) { box.scrollTo(x, y); await frame(); take(); }
+  box.scrollTo(0, 0); await frame();
+  return Object.values(seen);
+}"""
+
+
 class UI:
     """The checks above, on a Playwright page and the explorer root (a selector)."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import VIEWPORT, UI, shot
+from conftest import SHOWN_NODES, VIEWPORT, UI, expected_nodes, shot
 
 from cgviz.scenarios import run_scenario
 
@@ -197,28 +197,6 @@ LONG = ("import torch, cgviz\n"
         "trace.save('long.cgtrace.json')")
 
 
-def expected_nodes(trace: Any, i: int) -> dict[int, tuple[set[str], int]]:
-    """Per node shown after step i: its state classes and replay count, from the trace (the
-    classes as the per-step drawing of the built-in layout gives them)."""
-    from cgviz.views.tree import node_state
-
-    step = trace.steps[i]
-    snap = step.snapshot
-    return {n.id: ({f"state-{w}" for w in node_state(snap, n.id, step) - {n.kind}}, n.replays) for n in snap.nodes}
-
-
-# the page repaints only the nodes in (or near) the tree panel's view, the rest as they are
-# scrolled to: scroll over the whole tree first
-SCROLL_TREE = """async (root) => {
-  const box = document.querySelector(root + ' .cg-tree-box'), frame = () => new Promise((r) => requestAnimationFrame(r));
-  for (let y = 0; y <= box.scrollHeight; y += box.clientHeight / 2)
-    for (let x = 0; x <= box.scrollWidth; x += box.clientWidth / 2) { box.scrollTo(x, y); await frame(); }
-  box.scrollTo(0, 0); await frame();
-}"""
-SHOWN_NODES = """(root) => Array.from(document.querySelectorAll(root + ' .cg-tree-box g[id^="node-"]')).map((g) =>
-  [+g.id.slice(5), (g.getAttribute('class') || '').split(/\\s+/).filter((c) => c.startsWith('state-')), g.textContent])"""
-
-
 def test_jupyterlab_builtin_trees_follow_the_steps(context: Any, jupyter: Any) -> None:
     """The widget's built-in trees come as drawings plus node states, a window of steps at a
     time: after every kind of move (▶, ◀, a key, a far jump set from a cell, End, Home) the
@@ -235,7 +213,6 @@ def test_jupyterlab_builtin_trees_follow_the_steps(context: Any, jupyter: Any) -
         page.wait_for_function("([r, i]) => !document.querySelector(r).classList.contains('loading') && "
                                "(document.querySelector(r + ' .cg-headline').textContent || '').includes('step ' + i + '/')",
                                arg=[".cgviz", i + 1], timeout=10_000)
-        page.evaluate(SCROLL_TREE, ".cgviz")
         shown = {node: (set(classes), text) for node, classes, text in page.evaluate(SHOWN_NODES, ".cgviz")}
         want = expected_nodes(trace, i)
         assert set(shown) == set(want), f"step {i + 1}: nodes {sorted(shown)} shown, {sorted(want)} expected"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import UI, explorer_js_override, shot
+from conftest import SHOWN_NODES, UI, expected_nodes, explorer_js_override, shot
 
 import cgviz
 from cgviz.scenarios import run_scenario
@@ -333,4 +333,80 @@ def test_a_long_step_list_keeps_its_rows_right_far_from_the_start(context: Any, 
     ui.wait_headline_change(before)
     current_row_shows(pick + 1)
     shot(page, "page-long-step-list")
+    assert requests == [] and errors == []
+
+
+IN_DOCUMENT_JS = r"""() => {
+  const box = document.querySelector('.cgviz .cg-tree-box'), b = box.getBoundingClientRect();
+  const seen = (g) => { const r = g.getBoundingClientRect(); return r.right > b.left && r.left < b.right && r.bottom > b.top && r.top < b.bottom; };
+  return {
+    nodes: box.querySelectorAll('g[id^="node-"]').length,
+    active: Array.from(box.querySelectorAll('g.state-active')).map((g) => [+g.id.slice(5), seen(g)]),
+    onPath: Array.from(box.querySelectorAll('g.on-path[id^="edge-"]')).map((g) => g.id),
+    edges: Array.from(box.querySelectorAll('g[id^="edge-"]')).map((g) => g.id),
+  };
+}"""
+
+
+def test_a_big_tree_has_only_what_shows_in_the_document_and_shows_it_right(context: Any, tmp_path: Path) -> None:
+    """A tree of hundreds of nodes keeps only the node and edge groups near the panel's view in
+    the document: far from the start, the step's node is scrolled to and shown in its state,
+    every node met while scrolling over the whole tree shows the step's state and replay count,
+    the current path's edges (and only they) take the path stroke, and a node reached by
+    scrolling can be clicked."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from render import synthetic_trace
+
+    trace, _ = synthetic_trace(nodes=300, steps=900)
+    n = len(trace.steps)
+    path = tmp_path / "big-tree.html"
+    cgviz.to_html(trace, path, renderer="builtin")
+    js = explorer_js_override()
+    if js is not None:
+        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
+    page, requests, errors = open_page(context, path)
+    ui = UI(page)
+
+    def check(i: int) -> None:
+        page.wait_for_function("(i) => document.querySelector('.cgviz .cg-headline').textContent.includes('step ' + i + '/')",
+                               arg=i + 1, timeout=10_000)
+        page.wait_for_timeout(100)  # the tree scrolls to the step's node at the next frame
+        step, now = trace.steps[i], page.evaluate(IN_DOCUMENT_JS)
+        total = len(step.snapshot.nodes)
+        assert total >= 250, f"step {i + 1}: a big tree expected, {total} nodes"
+        assert 0 < now["nodes"] < total / 2, f"step {i + 1}: {now['nodes']} of {total} node groups in the document"
+        if step.node is not None:
+            assert now["active"] == [[step.node, True]], f"step {i + 1}: node {step.node} should show, active: {now['active']}"
+        snap = step.snapshot
+        path_edges = {f"edge-{a}-{b}" for a, b in zip(snap.path, snap.path[1:])}
+        assert set(now["onPath"]) == path_edges & set(now["edges"]), f"step {i + 1}: on-path edges {now['onPath']}"
+        shown = {node: (set(classes), text) for node, classes, text in page.evaluate(SHOWN_NODES, ".cgviz")}
+        want = expected_nodes(trace, i)
+        assert set(shown) == set(want), f"step {i + 1}: {len(shown)} nodes met while scrolling, {len(want)} expected"
+        for node, (classes, replays) in want.items():
+            got_classes, text = shown[node]
+            assert got_classes == classes, f"step {i + 1}, node {node}: {got_classes} != {classes}"
+            assert f"{replays} replay" in text, f"step {i + 1}, node {node}: {replays} replays expected in {text!r}"
+
+    page.keyboard.press("End")
+    check(n - 1)
+    for far in (n // 2, 3 * n // 4, 2 * n // 3):
+        ui.el(".cg-slider").evaluate("(s, i) => { s.value = i; s.dispatchEvent(new Event('input')); }", far)
+        check(far)
+    page.keyboard.press("ArrowRight")
+    check(2 * n // 3 + 1)
+
+    # a node far from the one shown, reached by scrolling the panel, is clicked and its outputs show
+    box = ui.el(".cg-tree-box")
+    box.evaluate("(b) => { b.scrollLeft = b.scrollWidth; }")
+    page.wait_for_timeout(100)
+    far_node = page.evaluate("() => +Array.from(document.querySelectorAll('.cgviz .cg-tree-box g[id^=\"node-\"]')).pop().id.slice(5)")
+    page.locator(f".cgviz .cg-tree-box [id='node-{far_node}']").first.click()
+    expect_title = f"node {far_node}"
+    page.wait_for_function("(t) => document.querySelector('.cgviz .cg-node .title').textContent.endsWith(t)", arg=expect_title,
+                           timeout=10_000)
+    assert "cg-sel" in page.locator(f".cgviz .cg-tree-box [id='node-{far_node}']").first.get_attribute("class")
+    shot(page, "page-big-tree")
     assert requests == [] and errors == []

@@ -23,6 +23,10 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
   "</div>";
 const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/;
+// a node or edge group's line in a drawing of the built-in layout, and a node's box (its place,
+// width and its first rectangle's height, which is the box's or, when selected, its ring's)
+const PART = /^<g id="((node|edge)-(\d+)(?:-(\d+))?)"/, NODE_BOX = /data-w="([\d.]+)"[^>]*translate\(([-\d.]+),([-\d.]+)\).*?<rect [^>]*?height="([\d.]+)"/;
+const SVG_NS = "http://www.w3.org/2000/svg", ALL_SHOWN = 400;
 
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
 function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", text)); }
@@ -66,8 +70,9 @@ export function mount(root, D, host) {
   const q = (name) => root.querySelector(".cg-" + name);
   const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps"), [gapTop, gapEnd] = list.children;
   let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
-  let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], geo = {}, must = {};
-  let shownLegend = -1, segEls = {}, segCount = 0, boxW = 0, poolW = 0, near = null, queue = [], waiting = 0;
+  let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], must = {};
+  let parts = {}, partIds = [], culled = false, edgeLayer = null, focus = [];
+  let shownLegend = -1, boxW = 0, boxH = 0, tScroll = [0, 0], poolW = 0, near = null, queue = [], flying = [];
   let made = new Map(), lo = 0, hi = 0, rowH = [], est = 0, pos = null, scrollY = 0, viewH = 0, anchor = -1, scrolling = false;
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
@@ -292,73 +297,153 @@ export function mount(root, D, host) {
     // the structure's drawing once; then the step's state, painted where it shows (paintNodes)
     if (st[0] !== shownStruct) {
       const s = T.structs[st[0]];
-      tbox.innerHTML = unrun(D.trees[s[0]]); shownStruct = st[0]; hot = []; geo = {}; near = null;
+      drawStructure(unrun(D.trees[s[0]]).split("\n")); shownStruct = st[0]; hot = []; near = null;
       shownState = s[2] ? stateOf(s[2]) : copyOf(stateAt(s[1]));
-      tbox.querySelectorAll('g[id^="node-"]').forEach((g) => {
-        const m = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute("transform"));
-        geo[g.id.slice(5)] = [+m[1], +m[2], +g.dataset.w];
-      });
     }
     stateAt(i);
     // the nodes this step names, and those the step before named, are painted wherever they are
     const now = {}, sn = D.snaps[st[2]];
     [st[3], sn.cur, sel].forEach((id) => { if (id != null) now[id] = 1; });
     const both = copyOf(must); for (const id in now) both[id] = 1;
-    must = now; markPath(sn.path);
+    must = now; focus = [sel, st[3], sn.cur]; markPath(sn.path);
     return both;
   }
   function paintNodes(also) {
     // repaint the nodes whose look or replay count differ from the step's: those in view or near it
     // (half a box around), and `also`; the others when scrolled to (a jump then costs what shows)
     if (!T || shownStruct < 0) return;
-    const [x0, x1, y0, y1] = inSight();
+    const sight = inSight();
+    place(sight);
     for (const id in tState) {
-      const a = shownState[id], v = tState[id], p = geo[id];
+      const a = shownState[id], v = tState[id];
       if (a[0] === v[0] && a[1] === v[1]) continue;
-      if (!(also && also[id]) && (p[0] > x1 || p[0] + p[2] < x0 || p[1] > y1 || p[1] < y0)) continue;
-      paintNode(byId(tbox, "node-" + id), v, a); shownState[id] = v;
+      if (!(also && also[id]) && !meets(parts["node-" + id].box, sight)) continue;
+      paintNode(part("node-" + id), v, a); shownState[id] = v;
     }
   }
   function inSight() {
-    // the drawing's part in the tree box's view and half a box around it, in the drawing's units;
-    // read again only when the drawing, the box's scroll or its size change (read after a step's
-    // changes, it would make the browser lay out the page there and then)
-    if (!near) {
-      const svg = tbox.querySelector("svg"), b = tbox.getBoundingClientRect(), r = svg.getBoundingClientRect(), f = naturalWidth(svg) / r.width || 1;
-      near = [(b.left - b.width / 2 - r.left) * f, (b.right + b.width / 2 - r.left) * f, (b.top - b.height / 2 - r.top) * f - 400, (b.bottom + b.height / 2 - r.top) * f];
-    }
+    // the drawing's part in the tree box's view and a quarter of a view around it, in the drawing's
+    // units, worked out from the box's size and scroll as last seen (reading them after a step's
+    // changes would make the browser lay out the page there and then)
+    if (!near) near = sightAt(tScroll);
     return near;
   }
+  function sightAt([x, y]) {
+    const [f, ox, oy] = scale(), w = boxW + 12, h = boxH;
+    return [(x - w / 4 - ox) / f, (x + w * 1.25 - ox) / f, (y - h / 4 - oy) / f, (y + h * 1.25 - oy) / f];
+  }
+  function scale() {
+    // the drawing's scale in the box, and its left and top in the box's scrolled content: 6 px
+    // of padding in, centred when narrower than the box (page.css)
+    const svg = tbox.querySelector("svg"), nat = naturalWidth(svg), f = tbox.classList.contains("fit") ? Math.min(1, boxW / nat) : 1;
+    return [f, 6 + Math.max(0, (boxW - nat * f) / 2), 6];
+  }
+  function meets(b, s) { return b[0] <= s[1] && b[1] >= s[0] && b[2] <= s[3] && b[3] >= s[2]; }
+
+  // -- the tree's groups: a big tree keeps in the document only those in sight ---------------------
+  // Laying out and painting a thousand node groups was most of a far jump's frame, so a tree of
+  // more than ALL_SHOWN groups has in the document only the node and edge groups in or near the
+  // box's view; the others stay lines of text until scrolled to. A smaller tree is all there (find
+  // in page sees every node). A group once built is kept, with what was painted on it.
+  function drawStructure(lines) {
+    // the drawing without its groups (its frame: size, legend, the edges' layer), then the groups' boxes
+    const frame = [], nodes = [], edges = [];
+    parts = {}; partIds = [];
+    lines.forEach((line) => {
+      const m = PART.exec(line);
+      if (!m) { frame.push(line); return; }
+      const end = line.endsWith("</svg>"), p = {line: end ? line.slice(0, -6) : line, el: null, on: false, box: null, node: m[2] === "node"};
+      parts[m[1]] = p; partIds.push(m[1]);
+      if (p.node) { const [, w, x, y, h] = NODE_BOX.exec(line); p.box = [+x, +x + +w, +y, +y + +h]; }
+      else edges.push([p, "node-" + m[3], "node-" + m[4]]);
+      if (end) frame.push("</svg>");
+    });
+    edges.forEach(([p, a, b]) => {  // an edge runs between its parent's and its child's boxes
+      const u = parts[a].box, v = parts[b].box;
+      p.box = [Math.min(u[0], v[0]), Math.max(u[1], v[1]), Math.min(u[2], v[2]), Math.max(u[3], v[3])];
+    });
+    tbox.innerHTML = frame.join("\n");
+    edgeLayer = tbox.querySelector(".cgviz-edges");
+    culled = partIds.length > ALL_SHOWN;
+  }
+  function place(sight) {
+    // the groups in sight into the document, those out of it out (all of them for a small tree)
+    const svg = tbox.querySelector("svg"), add = [];
+    partIds.forEach((id) => {
+      const p = parts[id], want = !culled || meets(p.box, sight);
+      if (want && !p.on) add.push(id);
+      else if (!want && p.on) { p.el.remove(); p.on = false; }
+    });
+    build(add);
+    add.forEach((id) => {
+      const p = parts[id], e = p.el; p.on = true;
+      if (p.node) { e.classList.toggle("cg-sel", id === "node-" + sel); svg.appendChild(e); }
+      else if (e.classList.contains("on-path")) edgeLayer.appendChild(e);  // the path's edges drawn last
+      else edgeLayer.insertBefore(e, edgeLayer.firstChild);
+    });
+  }
+  function build(ids) {
+    // the groups of these ids as elements, from their lines (parsed together)
+    const todo = ids.filter((id) => !parts[id].el);
+    if (!todo.length) return;
+    const tmp = document.createElementNS(SVG_NS, "g");
+    tmp.innerHTML = todo.map((id) => parts[id].line).join("");
+    Array.from(tmp.children).forEach((e) => { parts[e.id].el = e; });
+  }
+  function part(id) { const p = parts[id]; if (!p) return null; build([id]); return p.el; }
   function markPath(path) {
     // the edges of the current path take their path stroke, drawn last (over their siblings' elbows)
     hot.forEach((e) => e.classList.remove("on-path"));
     hot = [];
     for (let j = 0; j + 1 < path.length; j++) {
-      const e = byId(tbox, "edge-" + path[j] + "-" + path[j + 1]);
-      if (e) { e.classList.add("on-path"); e.parentNode.appendChild(e); hot.push(e); }
+      const e = part("edge-" + path[j] + "-" + path[j + 1]);
+      if (e) { e.classList.add("on-path"); if (e.parentNode) e.parentNode.appendChild(e); hot.push(e); }
     }
   }
   function markSelected() {
     tbox.querySelectorAll(".cg-sel").forEach((g) => g.classList.remove("cg-sel"));
-    if (sel != null) { const g = byId(tbox, "node-" + sel); if (g) g.classList.add("cg-sel"); }
+    if (sel == null) return;
+    const g = shownStruct >= 0 ? part("node-" + sel) : byId(tbox, "node-" + sel);
+    if (g) g.classList.add("cg-sel");
   }
-  function measure() { boxW = tbox.clientWidth - 12; poolW = pbox.clientWidth; near = null; }
+  function measure() { boxW = tbox.clientWidth - 12; boxH = tbox.clientHeight; poolW = pbox.clientWidth; near = null; }
   function placeTree(also) {
-    // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node of interest
+    // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node
+    // of interest (a big tree's groups are placed where the scroll will be, before it is set)
     const svg = tbox.querySelector("svg"); if (!svg) return;
     if (!boxW) measure();
-    const nat = naturalWidth(svg), fit = q("fit").checked || (nat > boxW && boxW / nat >= 0.6);
+    const nat = naturalWidth(svg), fit = q("fit").checked || (nat > boxW && boxW / nat >= 0.6), far = !fit && nat > boxW;
     if (tbox.classList.contains("fit") !== fit) { tbox.classList.toggle("fit", fit); near = null; }
+    if (shownStruct < 0) { if (far) requestAnimationFrame(scrollToNode); return; }
+    const to = far ? aim() : tScroll;
+    if (to[0] !== tScroll[0] || to[1] !== tScroll[1]) { tScroll = to; near = null; requestAnimationFrame(() => scrollTree(to)); }
     paintNodes(also);
-    if (!fit && nat > boxW) requestAnimationFrame(scrollToNode);
+  }
+  function aim() {
+    // the box's scroll that shows the node of interest (the one selected, else the step's, else the
+    // current one): as it is if the node shows, else with the node in the middle
+    const id = focus.find((k) => k != null && parts["node-" + k]);
+    if (id == null) return tScroll;
+    const [f, ox, oy] = scale(), [x0, x1, y0, y1] = parts["node-" + id].box, w = boxW + 12;
+    let [x, y] = tScroll;
+    if (ox + x0 * f < x || ox + x1 * f > x + w) x = Math.max(0, Math.round(ox + (x0 + x1) * f / 2 - w / 2));
+    if (oy + y0 * f < y || oy + y1 * f > y + boxH) y = Math.max(0, Math.round(oy + (y0 + y1) * f / 2 - boxH / 2));
+    return [x, y];
+  }
+  function scrollTree([x, y]) {
+    // at the next frame (set mid-step, the scroll would make the browser lay out the page then);
+    // the box may not scroll that far: then the groups in sight are placed for where it stopped
+    tbox.scrollLeft = x; tbox.scrollTop = y;
+    const at = [tbox.scrollLeft, tbox.scrollTop];
+    if (at[0] !== x || at[1] !== y) { tScroll = at; near = null; paintNodes(); }
   }
   function scrollToNode() {
-    const g = tbox.querySelector(".cg-sel") || tbox.querySelector(".state-active") || tbox.querySelector(".state-current");
+    // a picture drawn whole (no tree states): its node of interest into view
+    const b = tbox.getBoundingClientRect(), g = tbox.querySelector(".cg-sel") || tbox.querySelector(".state-active") || tbox.querySelector(".state-current");
     if (!g) return;
-    const b = tbox.getBoundingClientRect(), r = g.getBoundingClientRect(), x = tbox.scrollLeft, y = tbox.scrollTop;
+    const r = g.getBoundingClientRect();
     if (r.left < b.left || r.right > b.right) tbox.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
     if (r.top < b.top || r.bottom > b.bottom) tbox.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
-    if (tbox.scrollLeft !== x || tbox.scrollTop !== y) { near = null; paintNodes(); }  // in this frame, not after the scroll event
   }
 
   // -- the pool ------------------------------------------------------------------------------------
@@ -377,7 +462,9 @@ export function mount(root, D, host) {
     box.querySelector(".cg-pool-sub").textContent = sub;
     box.querySelector(".cg-pool-foot").textContent = widened ? D.widened : "";
     box.classList.toggle("compact", segs.length > 24);
-    box.querySelector(".cg-pool-rows").replaceChildren(...segs.map(segRow));
+    const rows = box.querySelector(".cg-pool-rows");
+    while (rows.children.length > segs.length) rows.lastChild.remove();
+    segs.forEach((s, k) => segRow(rows.children[k] || rows.appendChild(newSegRow()), s));
     if (legend !== shownLegend) {
       shownLegend = legend;
       const ul = box.querySelector(".cg-pool-legend"); ul.textContent = "";
@@ -390,25 +477,34 @@ export function mount(root, D, host) {
       });
     }
   }
-  function segRow(s) {
-    let row = segEls[s];
-    if (row) return row;
-    if (++segCount > 3000) { segEls = {}; segCount = 1; }
-    const [label, b] = D.segs[s], bar = el("div", "cg-bar");
-    row = el("div", "cg-seg"); row.appendChild(el("div", "cg-seg-label", label)); row.appendChild(bar);
+  // A step mostly changes blocks' colours, not their places: the rows and blocks shown are
+  // reused, and a block changed only where its record differs (new elements for a thousand
+  // blocks made every far jump lay out and paint the whole pool).
+  function newSegRow() {
+    const row = el("div", "cg-seg"); row.appendChild(el("div", "cg-seg-label")); row.appendChild(el("div", "cg-bar")); return row;
+  }
+  function segRow(row, s) {
+    if (row.cgSeg === s) return;
+    row.cgSeg = s;
+    const [label, b] = D.segs[s], bar = row.lastChild, blocks = bar.children;
+    row.firstChild.textContent = label;
+    while (blocks.length > b.length / 6) bar.lastChild.remove();
     if (!poolW) measure();
     const px = Math.max(poolW - 330, 200) / 10000;  // the bar's width, roughly, per unit
     for (let k = 0; k < b.length; k += 6) {
-      const [cat, color] = D.pstyles[b[k + 2]], blk = el("div", "cg-blk c-" + cat);
-      blk.style.left = b[k] / 100 + "%"; blk.style.width = b[k + 1] / 100 + "%";
-      blk.style.setProperty("--c", color); blk.style.setProperty("--t", D.pstyles[b[k + 2]][2]);
-      if (b[k + 3] >= 0) blk.dataset.node = b[k + 3];
+      const blk = blocks[k / 6] || bar.appendChild(el("div")), rec = b.slice(k, k + 6).join();
+      if (blk.cgRec === rec) continue;
+      blk.cgRec = rec;
+      const [cat, color, tone] = D.pstyles[b[k + 2]], left = b[k] / 100 + "%", width = b[k + 1] / 100 + "%";
+      blk.className = "cg-blk c-" + cat;
+      if (blk.style.left !== left) blk.style.left = left;
+      if (blk.style.width !== width) blk.style.width = width;
+      blk.style.setProperty("--c", color); blk.style.setProperty("--t", tone);
+      if (b[k + 3] >= 0) blk.dataset.node = b[k + 3]; else delete blk.dataset.node;
       blk.title = D.ptexts[b[k + 4]];
       const room = b[k + 1] * px, fits = D.ptexts[b[k + 5]].split("\t").find((t) => t.indexOf("\n") < 0 && t.length * 6.2 + 6 <= room);
-      if (fits) blk.appendChild(el("span", null, fits));
-      bar.appendChild(blk);
+      if (fits) { if (!blk.firstChild) blk.appendChild(el("span")); blk.firstChild.textContent = fits; } else if (blk.firstChild) blk.textContent = "";
     }
-    return (segEls[s] = row);
   }
   function poolMark(id) {
     pbox.querySelectorAll(".on").forEach((g) => g.classList.remove("on"));
@@ -478,8 +574,9 @@ export function mount(root, D, host) {
   // -- a step --------------------------------------------------------------------------------------
   function ask(i) {
     // the pictures of the steps around i that have not arrived (a widget's host asks the kernel for
-    // them): step i alone first, then its neighbours, nearest first, a few at a time and one ask
-    // at a time, so that a jump waits for one small piece at most; asks not sent yet are dropped
+    // them): step i at once, then its neighbours, nearest first, a few at a time and one such ask
+    // at a time, so that a jump's ask waits behind one small piece at most in the kernel; asks not
+    // sent yet are dropped
     queue.forEach((ks) => ks.forEach((k) => { delete asked[k]; }));
     queue = [];
     const want = [];
@@ -487,13 +584,16 @@ export function mount(root, D, host) {
       if ((d || !j) && k >= 0 && k < N && (d <= 16 || k > i) && !S[k] && !asked[k]) { want.push(k); asked[k] = 1; }
     });
     if (!want.length) return;
-    if (want[0] === i) queue.push(want.splice(0, 1));
+    if (want[0] === i) send(want.splice(0, 1), true);
     for (let j = 0; j < want.length; j += 8) queue.push(want.slice(j, j + 8));
     pump();
   }
+  function send(steps, shown) { flying.push([shown, Date.now()]); host.need(steps); }
   function pump() {
-    if (waiting && Date.now() - waiting > 10000) waiting = 0;  // a reply that never came
-    if (!waiting && queue.length) { waiting = Date.now(); host.need(queue.shift()); }
+    // the next neighbours' ask once none is in flight (a reply that never came is forgotten after 10 s)
+    const t = Date.now();
+    flying = flying.filter((f) => t - f[1] < 10000);
+    if (queue.length && !flying.some((f) => !f[0])) send(queue.shift(), false);
   }
   function show(i, quiet) {
     if (!N) return;
@@ -561,8 +661,8 @@ export function mount(root, D, host) {
     if (cur >= 0 && cur < N) reveal();
   }).observe(list, {box: "border-box"});
   q("fit").onchange = () => placeTree();
-  tbox.addEventListener("scroll", () => { near = null; paintNodes(); });
-  new ResizeObserver(() => { near = null; paintNodes(); }).observe(tbox);  // more of the tree may show
+  tbox.addEventListener("scroll", () => { tScroll = [tbox.scrollLeft, tbox.scrollTop]; near = null; paintNodes(); });
+  new ResizeObserver(() => { if (boxW) measure(); paintNodes(); }).observe(tbox);  // more of the tree may show
   window.addEventListener("resize", () => { measure(); placeTree(); });
   tbox.onclick = (e) => {
     const g = e.target.closest('[id^="node-"]'); if (!g) return;
@@ -593,7 +693,7 @@ export function mount(root, D, host) {
       }
       head(h); if (N) show(Math.min(cur < 0 ? N - 1 : cur, N - 1), true); },
     piece(p) {
-      merge(p); waiting = 0;
+      merge(p); flying.shift();
       if (cur >= 0 && S[cur] && root.classList.contains("loading")) show(cur, true);
       pump();
     },
