@@ -348,6 +348,52 @@ IN_DOCUMENT_JS = r"""() => {
 }"""
 
 
+# at each place of a scroll over the whole tree: the nodes whose groups show in the panel's view
+VISIBLE_NODES_JS = r"""async () => {
+  const box = document.querySelector('.cgviz .cg-tree-box'), frame = () => new Promise((r) => requestAnimationFrame(r)), out = [];
+  for (let y = 0; y <= box.scrollHeight; y += box.clientHeight / 2)
+    for (let x = 0; x <= box.scrollWidth; x += box.clientWidth / 2) {
+      box.scrollTo(x, y); await frame(); await frame();
+      const b = box.getBoundingClientRect();
+      out.push(Array.from(box.querySelectorAll('g[id^="node-"]')).filter((g) => {
+        const r = g.getBoundingClientRect();
+        return r.right > b.left && r.left < b.left + box.clientWidth && r.bottom > b.top && r.top < b.top + box.clientHeight;
+      }).map((g) => +g.id.slice(5)).sort((p, q) => p - q));
+    }
+  return out;
+}"""
+
+
+def test_a_big_tree_shows_in_its_panel_what_the_whole_drawing_shows(context: Any, tmp_path: Path) -> None:
+    """Scrolled over the whole of a 300-node tree, the panel shows at every place the same nodes
+    as the same page with every group in the document."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from render import synthetic_trace
+
+    trace, _ = synthetic_trace(nodes=300, steps=900)
+    seen = []
+    for name, whole in (("culled", False), ("whole", True)):
+        path = tmp_path / f"{name}.html"
+        cgviz.to_html(trace, path, renderer="builtin")
+        js = explorer_js_override() or asset("explorer.js")
+        if whole:
+            assert "ALL_SHOWN = 400" in js
+            js = js.replace("ALL_SHOWN = 400", "ALL_SHOWN = 1e9")
+        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
+        page, requests, errors = open_page(context, path)
+        page.keyboard.press("End")
+        page.wait_for_function("() => document.querySelector('.cgviz .cg-headline').textContent.includes('step 900/')")
+        seen.append(page.evaluate(VISIBLE_NODES_JS))
+        assert requests == [] and errors == []
+        page.close()
+    culled, whole = seen
+    assert len(culled) == len(whole) > 4 and all(whole), "the scroll should pass over several places, each showing nodes"
+    for k, (a, b) in enumerate(zip(culled, whole)):
+        assert a == b, f"place {k} of the scroll: nodes {a} show, the whole drawing shows {b}"
+
+
 def test_a_big_tree_has_only_what_shows_in_the_document_and_shows_it_right(context: Any, tmp_path: Path) -> None:
     """A tree of hundreds of nodes keeps only the node and edge groups near the panel's view in
     the document: far from the start, the step's node is scrolled to and shown in its state,
