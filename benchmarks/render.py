@@ -262,22 +262,24 @@ def _save_and_load(trace: Trace, path: str, max_json_mb: float) -> dict:
     return {**out, "measured": True, "load_s": round(load_s, 3), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
 
 
-# Runs in the exported page: ▶ 30 times from a step three quarters in, then 30 jumps with the
-# slider; each timed to the end of the layout it causes (a forced layout, before painting).
-_BROWSER_PROBE = """<script>
-window.addEventListener("load", function () {
-  var nav = performance.getEntriesByType("navigation")[0], S = document.getElementById("slider"), n = +S.max + 1;
-  function force() { return document.documentElement.offsetHeight + document.getElementById("tree-box").scrollWidth; }
-  function med(v) { v.sort(function (a, b) { return a - b; }); return v[Math.floor(v.length / 2)]; }
-  var next = [], jump = [], a, k;
+# Runs in the exported page once its explorer is mounted: ▶ 30 times from a step three quarters
+# in, then 30 jumps with the slider; each timed to the end of the layout it causes (a forced
+# layout, before painting).
+_BROWSER_PROBE = """async () => {
+  await window.cgvizReady;  // the explorer mounted (its payload decoded)
+  const opened = performance.now(), root = document.querySelector(".cgviz");
+  const q = (name) => root.querySelector(".cg-" + name), S = q("slider"), n = +S.max + 1;
+  const force = () => document.documentElement.offsetHeight + q("tree-box").scrollWidth;
+  const med = (v) => { v.sort((a, b) => a - b); return v[Math.floor(v.length / 2)]; };
+  const next = [], jump = [];
   force();
-  for (k = 0; k < 30; k++) { a = performance.now(); document.getElementById("next").click(); force(); next.push(performance.now() - a); }
-  for (k = 0; k < 30; k++) { a = performance.now(); S.value = (k * 7919) % n; S.dispatchEvent(new Event("input")); force(); jump.push(performance.now() - a); }
-  document.body.setAttribute("data-probe", JSON.stringify({open_ms: Math.round(nav.domInteractive),
-    next_median_ms: med(next), next_max_ms: Math.max.apply(null, next), jump_median_ms: med(jump), jump_max_ms: Math.max.apply(null, jump)}));
-});
-</script>
-</body>"""
+  for (let k = 0; k < 30; k++) { const a = performance.now(); q("next").click(); force(); next.push(performance.now() - a); }
+  for (let k = 0; k < 30; k++) {
+    const a = performance.now(); S.value = (k * 7919) % n; S.dispatchEvent(new Event("input")); force(); jump.push(performance.now() - a);
+  }
+  return {open_ms: Math.round(opened), next_median_ms: med(next), next_max_ms: Math.max(...next),
+          jump_median_ms: med(jump), jump_max_ms: Math.max(...jump)};
+}"""
 
 
 def _chromium() -> Optional[str]:
@@ -287,25 +289,26 @@ def _chromium() -> Optional[str]:
 
 
 def measure_browser(page: str, steps: int) -> dict:
-    """The exported page in headless Chromium: time to open it and per step change."""
-    import html as html_mod
-    import re
-    import subprocess
-
+    """The exported page in headless Chromium (driven by Playwright): time to open it (until its
+    explorer is mounted) and per step change."""
     browser = _chromium()
     if browser is None:
         return {"skipped": "no Chromium found (chromium, chromium-browser or google-chrome)"}
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {"skipped": "Playwright is not installed (pip install playwright)"}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "probe.html")
-        Path(path).write_text(page.replace("</body>", _BROWSER_PROBE), encoding="utf-8")
-        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp}/profile",
-               "--window-size=1400,1000", "--dump-dom", f"file://{path}#step={max(1, steps * 3 // 4)}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    found = re.search(r'data-probe="([^"]*)"', done.stdout)
-    if not found:
-        return {"skipped": f"the probe did not report (exit {done.returncode}): {done.stderr[-300:]}"}
-    result = json.loads(html_mod.unescape(found.group(1)))
+        path = Path(tmp) / "probe.html"
+        path.write_text(page, encoding="utf-8")
+        with sync_playwright() as pw:
+            chromium = pw.chromium.launch(executable_path=browser, args=["--no-sandbox", "--disable-gpu"])
+            try:
+                tab = chromium.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                tab.goto(f"{path.as_uri()}#step={max(1, steps * 3 // 4)}")
+                result = tab.evaluate(_BROWSER_PROBE)
+            finally:
+                chromium.close()
     result = {k: round(v, 1) for k, v in result.items()}
     result["browser"] = os.path.basename(browser)
     result["how"] = ("headless, software rendering; ▶ from step 3/4 in, then slider jumps; each to the end of "

@@ -297,9 +297,9 @@ class CgvizTree(_Side):
 
     kind = "cgviz"
 
-    def __init__(self, rerecord_limit: int = 8) -> None:
+    def __init__(self, rerecord_limit: int = 8, **tree_options) -> None:
         super().__init__()
-        self.tree = cgviz.Tree(DEV, trace="full", rerecord_limit=rerecord_limit)
+        self.tree = cgviz.Tree(DEV, trace="full", rerecord_limit=rerecord_limit, **tree_options)
         self.pool = self.tree.backend.pool
 
     def wrap(self, fn, static=(), name=None, mode="inference", mutates=(), skip=None):
@@ -974,6 +974,34 @@ def test_mark_step_invalidation_timing_is_a_documented_difference():
             "the next replay hands out the same tensor": (True, False),
         },
     )
+
+
+def test_a_new_function_after_replays_while_an_ended_generations_output_is_held():
+    """Documented in docs/engine.md: torch never invalidates a replayed output and counts it
+    live, and a function first called in the next generation right after the path replayed
+    warms up under that path: it keeps warming up while the user holds the output. cgviz
+    invalidated the output at mark_step(), so the path has ended: the function records, then
+    replays. Once the output is let go, torch records it too."""
+
+    def work(T):
+        f = T.wrap(lambda x: x * 2, name="f")
+        g = T.wrap(lambda x: x + 1, name="g")
+        x = rand(8)
+        for _ in range(3):  # warmup, record, replay
+            T.mark_step()
+            y = f(x)
+        T.mark_step()
+        for i in range(3):
+            T.check(f"g {i} while y is held", g(x), x + 1)
+        T.note("y is stale", T.is_stale(y))
+        del y
+        for i in range(2):
+            T.check(f"g {i} once y is gone", g(x), x + 1)
+
+    t, c = run_both(work)
+    assert [d for _, d in t.calls] == [W, R, E, W, W, W, R, E], f"HARNESS: torch decided {_fmt(t.calls)}"
+    assert [d for _, d in c.calls] == [W, R, E, W, R, E, E, E], f"cgviz decided {_fmt(c.calls)}"
+    assert dict(t.notes)["y is stale"] is False and dict(c.notes)["y is stale"] is True
 
 
 # ---------------------------------------------------------------------------------------------
