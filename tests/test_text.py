@@ -24,6 +24,15 @@ def test_a_folded_step_says_how_often_it_ran():
     assert step.headline() == headline(step)
 
 
+def test_a_generation_step_names_its_generation_once():
+    step = Step(4, "generation", "mark_step(): generation 2 ends, generation 3 begins", 3)
+    assert headline(step) == "generation 3 begins"
+    assert headline(Step(4, "generation", "mark_step()", 3, repeat=5)) == "generation 3 begins · ×5"
+    on_device = Step(4, "generation", "mark_step()", 3)
+    on_device.device = "cuda:1"
+    assert headline(on_device) == "cuda:1 · generation 3 begins"
+
+
 def test_a_long_path_is_shortened_in_the_middle():
     snap = Snapshot(nodes=[], current_node=19, path=list(range(20)), state="execution", generation=3)
     line = path_line(snap)

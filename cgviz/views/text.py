@@ -60,15 +60,19 @@ def plural(n: int, word: str) -> str:
 
 
 def headline(step: "Step") -> str:
-    """A step in one line: 'record g → node 3 · generation 2' (· ×N for folded repeats); in a
-    merged multi-rank trace, its rank first: 'rank 1 · record g → node 3 · generation 2'; in a
-    trace of trees on several devices, its device: 'cuda:1 · record g → node 3 · generation 2'."""
+    """A step in one line: 'record g → node 3 · generation 2', 'generation 3 begins' (· ×N for
+    folded repeats); in a merged multi-rank trace, its rank first: 'rank 1 · record g → node 3 ·
+    generation 2'; in a trace of trees on several devices, its device: 'cuda:1 · record g → node
+    3 · generation 2'."""
     rank, device = getattr(step, "rank", None), getattr(step, "device", None)
     text = (f"rank {rank} · " if rank is not None else "") + (f"{device} · " if device is not None else "")
-    text += step.kind + (f" {step.function}" if step.function else "")
-    if step.node is not None:
-        text += f" → node {step.node}"
-    text += f" · generation {step.generation}"
+    if step.kind == "generation":  # the kind says it already: 'generation 3 begins'
+        text += f"generation {step.generation} begins"
+    else:
+        text += step.kind + (f" {step.function}" if step.function else "")
+        if step.node is not None:
+            text += f" → node {step.node}"
+        text += f" · generation {step.generation}"
     if step.repeat > 1:
         text += f" · ×{step.repeat}" + (f" (last {step.span} steps)" if step.span > 1 else "")
     return text

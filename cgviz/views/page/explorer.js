@@ -26,7 +26,7 @@ const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/;
 // a node or edge group's line in a drawing of the built-in layout, and a node's box (its place,
 // width and its first rectangle's height, which is the box's or, when selected, its ring's)
 const PART = /^<g id="((node|edge)-(\d+)(?:-(\d+))?)"/, NODE_BOX = /data-w="([\d.]+)"[^>]*translate\(([-\d.]+),([-\d.]+)\).*?<rect [^>]*?height="([\d.]+)"/;
-const SVG_NS = "http://www.w3.org/2000/svg", ALL_SHOWN = 400;
+const ALL_SHOWN = 400;
 
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
 function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", text)); }
@@ -386,7 +386,7 @@ export function mount(root, D, host) {
     // the groups of these ids as elements, from their lines (parsed together)
     const todo = ids.filter((id) => !parts[id].el);
     if (!todo.length) return;
-    const tmp = document.createElementNS(SVG_NS, "g");
+    const tmp = document.createElementNS(tbox.querySelector("svg").namespaceURI, "g");
     tmp.innerHTML = todo.map((id) => parts[id].line).join("");
     Array.from(tmp.children).forEach((e) => { parts[e.id].el = e; });
   }
