@@ -927,6 +927,8 @@ def test_explain_names_the_path_live_outputs_and_the_last_reasons():
     assert "roots" in text and "node 3 g" in text
     assert "last decisions:" in text
     assert last_step(tree).reason in text
+    last = last_step(tree)  # steps counted from 1, as the explorer and the CLI count them
+    assert f"  step {last.index + 1}: {last.headline()}" in text.splitlines()
     del y, z
     tree.mark_step()
     text = tree.explain()

@@ -90,7 +90,7 @@ def explain(tree: "Tree") -> str:
     if steps:
         lines.append("last decisions:")
         for s in steps:
-            lines.append(f"  step {s.index}: {s.headline()}")
+            lines.append(f"  step {s.index + 1}: {s.headline()}")  # counted from 1, as the explorer does
             lines.append(f"      why: {s.reason}")
     elif tree.trace_level is None:
         lines.append("(trace=None: decisions are not recorded)")
