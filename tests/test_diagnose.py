@@ -106,6 +106,20 @@ def test_pending_backward_is_found():
     assert finding.evidence == hits[:20] and finding.numbers["steps"] == len(hits)
 
 
+def test_pending_backward_is_not_found_once_each_step_begins_with_mark_step():
+    """The finding's own fix: forwards whose backward never runs (evaluation with grad on), each
+    iteration begun with mark_step(). The generation steps say the saved outputs went invalid;
+    no forward recorded a child of a waiting one."""
+    tree = cgviz.Tree("sim")
+    fwd = tree.wrap(lambda x: x * 2, name="fwd", mode="forward")
+    for i in range(4):
+        tree.mark_step()
+        fwd(data(4, seed=i))
+    assert any(s.kind == "generation" and "pending backward" in s.reason for s in tree.trace.steps)
+    assert [s.kind for s in tree.trace.expanded() if s.function == "fwd"] == ["warmup", "record", "execute", "execute"]
+    assert cgviz.diagnose(tree).of("pending_backward") == []
+
+
 def test_several_shapes_count_graphs_and_their_memory():
     tree = cgviz.Tree("sim")
     f = tree.wrap(lambda x: x * 2, name="f")

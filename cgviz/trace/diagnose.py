@@ -398,11 +398,12 @@ def _overwritten(steps: list[Step]) -> list[Finding]:
 
 def _pending_backward(steps: list[Step]) -> list[Finding]:
     """Decisions made while a forward waited for its backward: said so in cgviz's reasons, and
-    seen in torch's trees as a forward recorded as a child of a forward."""
+    seen in torch's trees as a forward recorded as a child of a forward. A mark_step() that ends
+    the wait (its reason says the saved outputs are now invalid) is the fix, not a hit."""
     recorded = {s.node: s.function or "" for s in steps if s.kind == "record"}
     hits = [
         s for s in steps
-        if "pending backward" in s.reason
+        if (s.kind != "generation" and "pending backward" in s.reason)
         or (s.kind == "record" and "(forward)" in (s.function or "") and "(forward)" in recorded.get(s.parent, ""))
     ]
     if not hits:
