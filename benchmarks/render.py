@@ -288,32 +288,45 @@ def _chromium() -> Optional[str]:
     return next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 
-def measure_browser(page: str, steps: int) -> dict:
+def measure_browser(page: str, steps: int, browser: Any = None) -> dict:
     """The exported page in headless Chromium (driven by Playwright): time to open it (until its
-    explorer is mounted) and per step change."""
-    browser = _chromium()
-    if browser is None:
+    explorer is mounted) and per step change. `browser`: a Playwright browser to use (one
+    running already, as a test's), else Chromium is started and stopped here."""
+    chromium = _chromium()
+    if browser is None and chromium is None:
         return {"skipped": "no Chromium found (chromium, chromium-browser or google-chrome)"}
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        return {"skipped": "Playwright is not installed (pip install playwright)"}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.html"
         path.write_text(page, encoding="utf-8")
-        with sync_playwright() as pw:
-            chromium = pw.chromium.launch(executable_path=browser, args=["--no-sandbox", "--disable-gpu"])
+        url = f"{path.as_uri()}#step={max(1, steps * 3 // 4)}"
+        if browser is not None:
+            result = _probe(browser, url)
+        else:
             try:
-                tab = chromium.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-                tab.goto(f"{path.as_uri()}#step={max(1, steps * 3 // 4)}")
-                result = tab.evaluate(_BROWSER_PROBE)
-            finally:
-                chromium.close()
+                from playwright.sync_api import sync_playwright
+            except ImportError:
+                return {"skipped": "Playwright is not installed (pip install playwright)"}
+            with sync_playwright() as pw:
+                started = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+                try:
+                    result = _probe(started, url)
+                finally:
+                    started.close()
     result = {k: round(v, 1) for k, v in result.items()}
-    result["browser"] = os.path.basename(browser)
+    result["browser"] = os.path.basename(chromium or "chromium")
     result["how"] = ("headless, software rendering; ▶ from step 3/4 in, then slider jumps; each to the end of "
                      "the layout it causes")
     return result
+
+
+def _probe(browser: Any, url: str) -> dict:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        tab = context.new_page()
+        tab.goto(url)
+        return tab.evaluate(_BROWSER_PROBE)
+    finally:
+        context.close()
 
 
 def _payload(page: str) -> dict:

@@ -458,7 +458,7 @@ def test_a_big_tree_has_only_what_shows_in_the_document_and_shows_it_right(conte
     assert requests == [] and errors == []
 
 
-def test_the_render_benchmark_times_the_page_in_chromium(tmp_path: Path) -> None:
+def test_the_render_benchmark_times_the_page_in_chromium(browser: Any, tmp_path: Path) -> None:
     """benchmarks/render.py's in-browser figures come from the page itself: its probe finds the
     explorer's controls, steps and jumps, and reports times (not a "skipped" reason)."""
     import sys
@@ -469,7 +469,7 @@ def test_the_render_benchmark_times_the_page_in_chromium(tmp_path: Path) -> None
     trace, _ = synthetic_trace(nodes=40, steps=300)
     path = tmp_path / "small.html"
     cgviz.to_html(trace, path, renderer="builtin")
-    got = measure_browser(path.read_text(encoding="utf-8"), len(trace.steps))
+    got = measure_browser(path.read_text(encoding="utf-8"), len(trace.steps), browser)
     assert "skipped" not in got, got
     for key in ("open_ms", "next_median_ms", "jump_median_ms"):
         assert got[key] > 0, got

@@ -33,7 +33,8 @@ function msg(box, text) { box.textContent = ""; box.appendChild(el("p", "msg", t
 function lineIndex(r) { const out = []; for (let i = 0; i < r.length; i += 2) for (let j = r[i]; j < r[i] + r[i + 1]; j++) out.push(j); return out; }
 function copyOf(m) { const o = {}; for (const k in m) o[k] = m[k]; return o; }
 function replays(n) { return n + (n === 1 ? " replay" : " replays"); }
-function naturalWidth(svg) { const w = svg.getAttribute("width") || "", v = parseFloat(w); return /pt$/.test(w) ? v * 4 / 3 : v; }
+function natural(svg, side) { const w = svg.getAttribute(side) || "", v = parseFloat(w); return /pt$/.test(w) ? v * 4 / 3 : v; }
+function naturalWidth(svg) { return natural(svg, "width"); }
 function byId(box, id) { return box.querySelector('[id="' + id + '"]'); }
 function morph(a, b) {
   // make the shown element a look like b, replacing only the subtrees that differ
@@ -72,7 +73,7 @@ export function mount(root, D, host) {
   let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
   let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], must = {};
   let parts = {}, partIds = [], culled = false, edgeLayer = null, focus = [];
-  let shownLegend = -1, boxW = 0, boxH = 0, tScroll = [0, 0], poolW = 0, near = null, queue = [], flying = [];
+  let shownLegend = -1, boxW = 0, boxLimits = [0, Infinity], tScroll = [0, 0], poolW = 0, near = null, queue = [], flying = [];
   let made = new Map(), lo = 0, hi = 0, rowH = [], est = 0, pos = null, scrollY = 0, viewH = 0, anchor = -1, scrolling = false;
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
@@ -329,7 +330,7 @@ export function mount(root, D, host) {
     return near;
   }
   function sightAt([x, y]) {
-    const [f, ox, oy] = scale(), w = boxW + 12, h = boxH;
+    const [f, ox, oy] = scale(), w = boxW + 12, h = boxHeight(f);
     return [(x - w / 4 - ox) / f, (x + w * 1.25 - ox) / f, (y - h / 4 - oy) / f, (y + h * 1.25 - oy) / f];
   }
   function scale() {
@@ -406,7 +407,17 @@ export function mount(root, D, host) {
     const g = shownStruct >= 0 ? part("node-" + sel) : byId(tbox, "node-" + sel);
     if (g) g.classList.add("cg-sel");
   }
-  function measure() { boxW = tbox.clientWidth - 12; boxH = tbox.clientHeight; poolW = pbox.clientWidth; near = null; }
+  function measure() {
+    const cs = getComputedStyle(tbox);
+    boxW = tbox.clientWidth - 12; boxLimits = [parseFloat(cs.minHeight) || 0, parseFloat(cs.maxHeight) || Infinity];
+    poolW = pbox.clientWidth; near = null;
+  }
+  function boxHeight(f) {
+    // the tree box's height as the drawing makes it (its min- and max-height around the drawing and
+    // the padding), less a scrollbar when the drawing is wider: known before the browser lays it out
+    const svg = tbox.querySelector("svg"), wide = naturalWidth(svg) * f > boxW;
+    return Math.min(boxLimits[1], Math.max(boxLimits[0], natural(svg, "height") * f + 12 + (wide ? 15 : 0))) - (wide ? 15 : 0);
+  }
   function placeTree(also) {
     // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node
     // of interest (a big tree's groups are placed where the scroll will be, before it is set)
@@ -424,10 +435,10 @@ export function mount(root, D, host) {
     // current one): as it is if the node shows, else with the node in the middle
     const id = focus.find((k) => k != null && parts["node-" + k]);
     if (id == null) return tScroll;
-    const [f, ox, oy] = scale(), [x0, x1, y0, y1] = parts["node-" + id].box, w = boxW + 12;
+    const [f, ox, oy] = scale(), [x0, x1, y0, y1] = parts["node-" + id].box, w = boxW + 12, h = boxHeight(f);
     let [x, y] = tScroll;
     if (ox + x0 * f < x || ox + x1 * f > x + w) x = Math.max(0, Math.round(ox + (x0 + x1) * f / 2 - w / 2));
-    if (oy + y0 * f < y || oy + y1 * f > y + boxH) y = Math.max(0, Math.round(oy + (y0 + y1) * f / 2 - boxH / 2));
+    if (oy + y0 * f < y || oy + y1 * f > y + h) y = Math.max(0, Math.round(oy + (y0 + y1) * f / 2 - h / 2));
     return [x, y];
   }
   function scrollTree([x, y]) {
