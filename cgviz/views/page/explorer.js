@@ -311,7 +311,8 @@ export function mount(root, D, host) {
   }
   function paintNodes(also) {
     // repaint the nodes whose look or replay count differ from the step's: those in view or near it
-    // (half a box around), and `also`; the others when scrolled to (a jump then costs what shows)
+    // (a quarter of a view around), and `also`; the others when scrolled to (a jump then costs what
+    // shows)
     if (!T || shownStruct < 0) return;
     const sight = inSight();
     place(sight);
@@ -348,7 +349,7 @@ export function mount(root, D, host) {
   // in page sees every node). A group once built is kept, with what was painted on it.
   function drawStructure(lines) {
     // the drawing without its groups (its frame: size, legend, the edges' layer), then the groups' boxes
-    const frame = [], nodes = [], edges = [];
+    const frame = [], edges = [];
     parts = {}; partIds = [];
     lines.forEach((line) => {
       const m = PART.exec(line);
