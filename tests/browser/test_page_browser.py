@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -14,6 +15,26 @@ from cgviz.scenarios import run_scenario
 from cgviz.views.html import asset
 
 
+def exported(trace: Any, path: Path, js: Optional[str] = None, **options: Any) -> Path:
+    """`trace` exported to `path`, with the explorer module under test in the page (the one
+    CGVIZ_EXPLORER_JS names, or `js`)."""
+    cgviz.to_html(trace, path, **options)
+    js = js if js is not None else explorer_js_override()
+    if js is not None:  # the page inlines the module: swap in the one under test
+        text = path.read_text(encoding="utf-8")
+        assert asset("explorer.js") in text
+        path.write_text(text.replace(asset("explorer.js"), js), encoding="utf-8")
+    return path
+
+
+def synthetic(nodes: int, steps: int) -> Any:
+    """The render benchmark's synthetic trace (benchmarks/render.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from render import synthetic_trace
+
+    return synthetic_trace(nodes=nodes, steps=steps)[0]
+
+
 @pytest.fixture(scope="module")
 def trace() -> Any:
     return run_scenario("branching", "sim").trace
@@ -21,14 +42,7 @@ def trace() -> Any:
 
 @pytest.fixture(scope="module")
 def page_file(trace: Any, tmp_path_factory: Any) -> Path:
-    path = tmp_path_factory.mktemp("page") / "branching.html"
-    cgviz.to_html(trace, path)
-    js = explorer_js_override()
-    if js is not None:  # the page inlines the module: swap in the one under test
-        text = path.read_text(encoding="utf-8")
-        assert asset("explorer.js") in text
-        path.write_text(text.replace(asset("explorer.js"), js), encoding="utf-8")
-    return path
+    return exported(trace, tmp_path_factory.mktemp("page") / "branching.html")
 
 
 def open_page(context: Any, page_file: Path) -> tuple[Any, list[str], list[str]]:
@@ -149,12 +163,7 @@ def test_page_shows_the_current_steps_row_at_load(browser: Any, page_file: Path,
 
 
 def findings_page(trace: Any, tmp_path: Path) -> Path:
-    path = tmp_path / "findings.html"
-    cgviz.to_html(trace, path)
-    js = explorer_js_override()
-    if js is not None:
-        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
-    return path
+    return exported(trace, tmp_path / "findings.html")
 
 
 @pytest.mark.parametrize("scheme,width", [("light", 1280), ("dark", 1280), ("light", 800)])
@@ -199,19 +208,9 @@ def test_page_findings_link_to_their_steps(browser: Any, tmp_path: Path, scheme:
 
 
 def test_a_large_page_is_stored_compressed_and_opens_offline(context: Any, tmp_path: Path) -> None:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from render import synthetic_trace
-
-    trace, _ = synthetic_trace(nodes=100, steps=1500)
-    path = tmp_path / "large.html"
-    cgviz.to_html(trace, path, renderer="builtin")
-    text = path.read_text(encoding="utf-8")
-    assert 'data-encoding="gzip-base64"' in text
-    js = explorer_js_override()
-    if js is not None:
-        path.write_text(text.replace(asset("explorer.js"), js), encoding="utf-8")
+    trace = synthetic(nodes=100, steps=1500)
+    path = exported(trace, tmp_path / "large.html", renderer="builtin")
+    assert 'data-encoding="gzip-base64"' in path.read_text(encoding="utf-8")
     page, requests, errors = open_page(context, path)
     ui = UI(page)
     assert ui.step_of(ui.headline()) == (1, len(trace.steps))
@@ -227,20 +226,13 @@ def test_a_large_page_is_stored_compressed_and_opens_offline(context: Any, tmp_p
 def test_a_merged_trace_shows_every_ranks_tree_and_the_steps_rank(context: Any, tmp_path: Path) -> None:
     """A two-rank trace: each step's tree beside the other rank's, the headline's kind in its
     colour after the rank, and a click on the step's rank's node shows that node."""
-    import sys
-
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from test_rank_trees import _rank_trace
 
     from cgviz.trace.ranks import merge
 
     merged = merge([_rank_trace(0, [4, 4, 4, 4]), _rank_trace(1, [4, 4, 8, 8, 8])])
-    path = tmp_path / "merged.html"
-    cgviz.to_html(merged, path)
-    js = explorer_js_override()
-    if js is not None:
-        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
-    page, requests, errors = open_page(context, path)
+    page, requests, errors = open_page(context, exported(merged, tmp_path / "merged.html"))
     ui = UI(page)
     i = max(k for k, s in enumerate(merged.steps) if s.rank == 1 and s.kind == "record")
     ui.el(".cg-slider").evaluate("(s, i) => { s.value = i; s.dispatchEvent(new Event('input')); }", i)
@@ -274,19 +266,9 @@ STEP_ROWS_JS = r"""
 def test_a_long_step_list_keeps_its_rows_right_far_from_the_start(context: Any, tmp_path: Path) -> None:
     """Only the rows near the step list's view are built (a few thousand steps here): a jump far
     away, a scroll to the middle and a click on a row there must all find the right rows."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from render import synthetic_trace
-
-    trace, _ = synthetic_trace(nodes=100, steps=3000)
+    trace = synthetic(nodes=100, steps=3000)
     n = len(trace.steps)
-    path = tmp_path / "long.html"
-    cgviz.to_html(trace, path, renderer="builtin")
-    js = explorer_js_override()
-    if js is not None:
-        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
-    page, requests, errors = open_page(context, path)
+    page, requests, errors = open_page(context, exported(trace, tmp_path / "long.html", renderer="builtin"))
     ui, root = UI(page), page.locator(".cgviz").first
 
     def rows() -> list:
@@ -367,22 +349,14 @@ VISIBLE_NODES_JS = r"""async () => {
 def test_a_big_tree_shows_in_its_panel_what_the_whole_drawing_shows(context: Any, tmp_path: Path) -> None:
     """Scrolled over the whole of a 300-node tree, the panel shows at every place the same nodes
     as the same page with every group in the document."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from render import synthetic_trace
-
-    trace, _ = synthetic_trace(nodes=300, steps=900)
+    trace = synthetic(nodes=300, steps=900)
     seen = []
     for name, whole in (("culled", False), ("whole", True)):
-        path = tmp_path / f"{name}.html"
-        cgviz.to_html(trace, path, renderer="builtin")
         js = explorer_js_override() or asset("explorer.js")
         if whole:
             assert "ALL_SHOWN = 400" in js
             js = js.replace("ALL_SHOWN = 400", "ALL_SHOWN = 1e9")
-        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
-        page, requests, errors = open_page(context, path)
+        page, requests, errors = open_page(context, exported(trace, tmp_path / f"{name}.html", js, renderer="builtin"))
         page.keyboard.press("End")
         page.wait_for_function("() => document.querySelector('.cgviz .cg-headline').textContent.includes('step 900/')")
         seen.append(page.evaluate(VISIBLE_NODES_JS))
@@ -400,19 +374,9 @@ def test_a_big_tree_has_only_what_shows_in_the_document_and_shows_it_right(conte
     every node met while scrolling over the whole tree shows the step's state and replay count,
     the current path's edges (and only they) take the path stroke, and a node reached by
     scrolling can be clicked."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from render import synthetic_trace
-
-    trace, _ = synthetic_trace(nodes=300, steps=900)
+    trace = synthetic(nodes=300, steps=900)
     n = len(trace.steps)
-    path = tmp_path / "big-tree.html"
-    cgviz.to_html(trace, path, renderer="builtin")
-    js = explorer_js_override()
-    if js is not None:
-        path.write_text(path.read_text(encoding="utf-8").replace(asset("explorer.js"), js), encoding="utf-8")
-    page, requests, errors = open_page(context, path)
+    page, requests, errors = open_page(context, exported(trace, tmp_path / "big-tree.html", renderer="builtin"))
     ui = UI(page)
 
     def check(i: int) -> None:
@@ -461,14 +425,10 @@ def test_a_big_tree_has_only_what_shows_in_the_document_and_shows_it_right(conte
 def test_the_render_benchmark_times_the_page_in_chromium(browser: Any, tmp_path: Path) -> None:
     """benchmarks/render.py's in-browser figures come from the page itself: its probe finds the
     explorer's controls, steps and jumps, and reports times (not a "skipped" reason)."""
-    import sys
+    trace = synthetic(nodes=40, steps=300)
+    from render import measure_browser  # (benchmarks/ is on the path now)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from render import measure_browser, synthetic_trace
-
-    trace, _ = synthetic_trace(nodes=40, steps=300)
-    path = tmp_path / "small.html"
-    cgviz.to_html(trace, path, renderer="builtin")
+    path = exported(trace, tmp_path / "small.html", renderer="builtin")
     got = measure_browser(path.read_text(encoding="utf-8"), len(trace.steps), browser)
     assert "skipped" not in got, got
     for key in ("open_ms", "next_median_ms", "jump_median_ms"):
