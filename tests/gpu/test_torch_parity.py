@@ -344,22 +344,24 @@ class CgvizTree(_Side):
         gc.collect()
 
 
+def run_side(cls: type, workload: Callable[[_Side], None], **options) -> _Side:
+    """The workload through one side (`cls(**options)`), finished."""
+    side = cls(**options)
+    try:
+        workload(side)
+    except BaseException as exc:
+        # free the workload's tensors now, while their pool lives: kept in a traceback that
+        # pytest holds on to, they would be freed after the pool is gone, aborting the process
+        traceback.clear_frames(exc.__traceback__)
+        raise
+    finally:
+        side.finish()
+    return side
+
+
 def run_both(workload: Callable[[_Side], None], **options) -> tuple[TorchTree, CgvizTree]:
     """The same workload through torch's manager, then through cgviz."""
-    sides = []
-    for cls in (TorchTree, CgvizTree):
-        side = cls(**options)
-        try:
-            workload(side)
-        except BaseException as exc:
-            # free the workload's tensors now, while their pool lives: kept in a traceback that
-            # pytest holds on to, they would be freed after the pool is gone, aborting the process
-            traceback.clear_frames(exc.__traceback__)
-            raise
-        finally:
-            side.finish()
-        sides.append(side)
-    return sides[0], sides[1]
+    return run_side(TorchTree, workload, **options), run_side(CgvizTree, workload, **options)
 
 
 def _fmt(calls) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -37,7 +36,7 @@ from random_workloads import (  # noqa: E402
     FUNCTIONS, OVERWRITTEN, STATIC, Call, _aliases, Drop, Fresh, MarkStep, MoveW, Stale, Workload, _leaves, describe,
     generate, make_input, make_weight,
 )
-from test_torch_parity import DEV, CgvizTree, TorchTree, _fresh_trees, assert_parity  # noqa: E402,F401 (a fixture)
+from test_torch_parity import DEV, CgvizTree, TorchTree, _fresh_trees, assert_parity, run_side  # noqa: E402,F401 (a fixture)
 
 # what torch's manager left when it failed, kept: collecting it has aborted the process
 _TORCH_FAILURES: list = []
@@ -165,22 +164,9 @@ def comparable(workload: Workload) -> Workload:
     return workload._replace(actions=actions)
 
 
-def _run(cls, workload: Workload, **options):
-    """One side through the whole workload (as test_torch_parity.run_both runs each side)."""
-    side = cls(**options)
-    try:
-        as_side_workload(workload)(side)
-    except BaseException as exc:
-        traceback.clear_frames(exc.__traceback__)  # the workload's tensors go while their pool lives
-        raise
-    finally:
-        side.finish()
-    return side
-
-
 def _check(workload: Workload) -> None:
     try:
-        t = _run(TorchTree, workload)
+        t = run_side(TorchTree, as_side_workload(workload))
     except Exception as exc:  # noqa: BLE001 - torch's own manager failing is not cgviz's to answer
         _TORCH_FAILURES.append(exc)
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -189,7 +175,7 @@ def _check(workload: Workload) -> None:
     if why is not None:
         pytest.skip(f"torch {torch.__version__}'s own manager fails on seed {workload.seed}: {why}")
     try:
-        c = _run(CgvizTree, workload, shape_limit=10**6)  # torch compiles every new signature
+        c = run_side(CgvizTree, as_side_workload(workload), shape_limit=10**6)  # torch compiles every new signature
         assert_parity(t, c, checkpoints=False)  # compared call by call (_restores)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{describe(workload, 'cuda')}") from None

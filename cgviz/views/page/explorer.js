@@ -72,7 +72,7 @@ export function mount(root, D, host) {
   const slider = q("slider"), tbox = q("tree-box"), pbox = q("pool-box"), list = q("steps"), [gapTop, gapEnd] = list.children;
   let S = D.steps || [], N = D.n, cur = -1, sel = null, shownTree = -2, shownPool = -2, snapNodes = {}, asked = {};
   let shownLines = null, T = D.tree, tState = null, tAt = -1, shownStruct = -1, shownState = {}, hot = [], must = {};
-  let parts = {}, partIds = [], culled = false, edgeLayer = null, focus = [];
+  let parts = {}, partIds = [], edgeLayer = null, focus = [];
   let shownLegend = -1, boxW = 0, boxLimits = [0, Infinity], tScroll = [0, 0], poolW = 0, near = null, queue = [], flying = [];
   let made = new Map(), lo = 0, hi = 0, rowH = [], est = 0, pos = null, scrollY = 0, viewH = 0, anchor = -1, scrolling = false;
 
@@ -245,7 +245,6 @@ export function mount(root, D, host) {
   }
 
   // -- the tree ------------------------------------------------------------------------------------
-  function unrun(r) { return lineIndex(r).map((j) => D.lines[j]).join("\n"); }
   function setTree(t) {
     // a tree that differs from the one shown only in whole node or edge groups: swap just those
     // (a big tree's layout is what costs; the browser then lays out only what changed)
@@ -298,7 +297,7 @@ export function mount(root, D, host) {
     // the structure's drawing once; then the step's state, painted where it shows (paintNodes)
     if (st[0] !== shownStruct) {
       const s = T.structs[st[0]];
-      drawStructure(unrun(D.trees[s[0]]).split("\n")); shownStruct = st[0]; hot = []; near = null;
+      drawStructure(lineIndex(D.trees[s[0]]).map((j) => D.lines[j])); shownStruct = st[0]; hot = []; near = null;
       shownState = s[2] ? stateOf(s[2]) : copyOf(stateAt(s[1]));
     }
     stateAt(i);
@@ -366,11 +365,10 @@ export function mount(root, D, host) {
     });
     tbox.innerHTML = frame.join("\n");
     edgeLayer = tbox.querySelector(".cgviz-edges");
-    culled = partIds.length > ALL_SHOWN;
   }
   function place(sight) {
     // the groups in sight into the document, those out of it out (all of them for a small tree)
-    const svg = tbox.querySelector("svg"), add = [];
+    const svg = tbox.querySelector("svg"), add = [], culled = partIds.length > ALL_SHOWN;
     partIds.forEach((id) => {
       const p = parts[id], want = !culled || meets(p.box, sight);
       if (want && !p.on) add.push(id);
