@@ -54,5 +54,7 @@ def test_diagnose_benchmark_quick(tmp_path):
     assert json.loads(out.read_text()) == result
     assert result["benchmark"] == "diagnose" and result["trace"]["steps"] == 200
     for level in ("full", "events"):
-        assert result[level]["median_s"] > 0 and result[level]["findings"] > 0
+        # a time is a measurement, not a behaviour: it is a number, never asserted to exceed anything
+        assert isinstance(result[level]["median_s"], float) and result[level]["median_s"] >= 0
+        assert result[level]["findings"] > 0
     assert "pool" in result["full"]["kinds"] and "pool" not in result["events"]["kinds"]

@@ -507,7 +507,8 @@ def test_render_benchmark_smoke(tmp_path):
     assert result["benchmark"] == "render" and result["trace"]["steps"] == 40
     assert result["goals"] == {"step_change_ms": 100.0, "load_s": 2.0}
     assert result["load"]["full"]["measured"] is True
-    assert result["step_change"]["tree_builtin_ms"] > 0 and result["step_change"]["pool_ms"] > 0
+    assert all(isinstance(result["step_change"][k], float) and result["step_change"][k] >= 0
+               for k in ("tree_builtin_ms", "pool_ms"))  # times are measured, not asserted
     assert result["to_html"]["bytes"] > 0 and result["to_html"]["trees_stored"] <= result["to_html"]["trees_drawn"]
     assert "tree_builtin" in result["vs_goal"]
 

@@ -88,6 +88,7 @@ def test_new_generation_check_agrees_with_torchs_own():
 
     from torch._inductor import cudagraph_trees as trees
 
+    from cgviz.observe import _hooks
     from cgviz.observe import _torch_layout as layout
 
     own = trees.CUDAGraphTreeManager.__dict__
@@ -96,11 +97,18 @@ def test_new_generation_check_agrees_with_torchs_own():
     Manager = type("Manager", (), {name: own[name] for name in names})
 
     ended = []
-    hook = layout.path_clear_hook(lambda m: setattr(m, "current_node", None), ["observer"],
-                                  lambda obs, m: ended.append("generation"),
-                                  lambda obs, m, before: ended.append(f"path end after {before}"))
+
+    class Observer:  # what the wrapper tells the active observers
+        def generation_began(self, manager):
+            ended.append("generation")
+
+        def path_ended(self, manager, before):
+            ended.append(f"path end after {before}")
+
+    hook = _hooks.wrap_path_clear(lambda m, *args, **kwargs: setattr(m, "current_node", None))
     saved = trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation
     seen = set()
+    _hooks.ACTIVE.append(Observer())
     try:
         for counter, generation, current, pending in itertools.product((0, -1, -2), (0, 3), (-2, -1, 0, 3), (False, True)):
             trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation = counter, generation
@@ -114,6 +122,7 @@ def test_new_generation_check_agrees_with_torchs_own():
             assert m.current_node is None
             assert ended.pop() == ("generation" if expected else "path end after node 4")
     finally:
+        _hooks.ACTIVE.pop()
         trees.MarkStepBox.mark_step_counter, trees.GenerationTracker.generation = saved
     assert seen == {True, False}
 

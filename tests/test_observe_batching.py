@@ -8,6 +8,7 @@ tests/gpu/test_observe_torch.py run the real one).
 import pytest
 from torch._inductor import cudagraph_trees as trees
 
+from cgviz.observe import observer as observer_module
 from cgviz.observe import torch_compile as tc
 
 
@@ -86,7 +87,7 @@ class Manager:
 
 @pytest.fixture
 def observed(monkeypatch):
-    monkeypatch.setattr(tc, "RAW_BATCH", 7)
+    monkeypatch.setattr(observer_module, "RAW_BATCH", 7)
     monkeypatch.setattr(trees.GenerationTracker, "generation", trees.GenerationTracker.generation)
     monkeypatch.setattr(trees, "CUDAGraphTreeManager", Manager)
     manager = Manager()
@@ -125,7 +126,7 @@ def test_events_are_made_in_batches_and_before_any_other_decision(observed):
     manager.eager = False
     for _ in range(4):
         call()
-    assert 0 < len(observer._raw) < tc.RAW_BATCH  # a full batch was made on the way
+    assert 0 < len(observer._raw) < observer_module.RAW_BATCH  # a full batch was made on the way
     made = len(observer.trace.expanded())
     tc.stop_observing(observer)
     assert made < len(observer.trace.expanded()) == 6 + 8

@@ -1,17 +1,17 @@
-"""The observer folds repeated decisions as they happen, exactly as the trace recorder does."""
+"""The step log both producers append to folds repeated decisions as they happen, exactly as
+fold_repeats does after the fact."""
 
 import random
 
 import pytest
 
-from cgviz.trace.fold import fold_repeats, step_key
-from cgviz.observe.torch_compile import FoldingLog
+from cgviz.trace.fold import StepLog, fold_repeats, step_key
 from cgviz.trace.model import Step
 
 
-@pytest.mark.parametrize("given", ["step", "fields"])
+@pytest.mark.parametrize("given", ["step", "maker"])
 def test_folding_log_matches_fold_repeats_on_random_sequences(given):
-    """Steps given whole (trace level "full") or as fields, made only when kept ("events")."""
+    """Steps given whole (trace level "full") or as makers, made only when kept ("events")."""
     rng = random.Random(1)
     for _ in range(300):
         seq = []
@@ -19,13 +19,12 @@ def test_folding_log_matches_fold_repeats_on_random_sequences(given):
         for _ in range(rng.randint(1, 6)):
             seq += pattern * rng.randint(1, 5) + [rng.choice("abcd") for _ in range(rng.randint(0, 3))]
         folded, reference, keys = [], [], []
-        log = FoldingLog(folded)
+        log = StepLog(folded)
         for ch in seq:
             def make(ch=ch):
                 return Step(index=0, kind="execute", reason=ch, generation=1, duration=1.0)
 
-            fields = ("execute", ch, 1, None, None, None, [])
-            log.add(("execute", None, None, None, (), ch), make() if given == "step" else fields, 1.0)
+            log.add(("execute", None, None, None, (), ch), make() if given == "step" else make, 1.0)
             step = make()
             step.index = len(reference)
             reference.append(step)
@@ -39,13 +38,13 @@ def test_folding_log_matches_fold_repeats_on_random_sequences(given):
 
 def test_a_repetition_in_progress_is_made_when_it_breaks_off():
     steps = []
-    log = FoldingLog(steps)
+    log = StepLog(steps)
     for ch in "ababab" + "a" + "c":
         log.add((ch,), Step(index=0, kind="execute", reason=ch, generation=1), 0.0)
     assert [(s.reason, s.repeat, s.span) for s in steps] == [("a", 1, 1), ("b", 3, 2), ("a", 1, 1), ("c", 1, 1)]
 
 
-@pytest.mark.parametrize("given", ["step", "fields"])
+@pytest.mark.parametrize("given", ["step", "maker"])
 def test_steps_say_their_device_once_a_second_device_appears(given):
     """Trees on two devices (one observer, one log): once named, every step, those made before
     included, carries the device of the decisions it stands for, and a folded block never joins
@@ -58,13 +57,14 @@ def test_steps_say_their_device_once_a_second_device_appears(given):
             seq += pattern * rng.randint(1, 4)
         name_at = rng.randint(0, len(seq))
         steps: list = []
-        log = FoldingLog(steps)
+        log = StepLog(steps)
         for i, (ch, device) in enumerate(seq):
             if i == name_at:
                 log.name_devices()
-            fields = ("execute", ch, 1, None, None, None, [])
-            step = Step(index=0, kind="execute", reason=ch, generation=1) if given == "step" else fields
-            log.add(("execute", ch, device), step, 1.0, device)
+            def make(ch=ch):
+                return Step(index=0, kind="execute", reason=ch, generation=1)
+
+            log.add(("execute", ch, device), make() if given == "step" else make, 1.0, device)
         if name_at == len(seq):
             log.name_devices()
         log.flush()
@@ -80,7 +80,7 @@ def test_steps_say_their_device_once_a_second_device_appears(given):
 
 def test_one_device_leaves_steps_without_a_device():
     steps: list = []
-    log = FoldingLog(steps)
+    log = StepLog(steps)
     for ch in "abab":
         log.add((ch, "cuda:0"), Step(index=0, kind="execute", reason=ch, generation=1), 0.0, "cuda:0")
     log.flush()

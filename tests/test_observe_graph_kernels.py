@@ -8,7 +8,8 @@ import torch
 
 from cgviz.engine._torch_compat import inspectable_graph_class
 from cgviz.observe import _torch_layout as layout
-from cgviz.observe.torch_compile import TorchObserver, graph_kernels
+from cgviz.observe._hooks import graph_kernels
+from cgviz.observe.observer import TorchObserver
 
 
 def test_graphs_kept_stands_in_for_cudagraph_and_puts_it_back():

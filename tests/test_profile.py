@@ -72,7 +72,7 @@ def test_a_profile_times_every_replay_and_the_eager_runs_apart_from_the_first():
     graphs = [e for e in profile.values() if e["kind"] == "graph"]
     assert len(graphs) == 1
     assert graphs[0]["replays_timed"] == tree.trace.counts()["execute"] == 4
-    assert graphs[0]["replay_us"] > 0 and graphs[0]["clock"].startswith("CPU wall clock")
+    assert isinstance(graphs[0]["replay_us"], float) and graphs[0]["replay_us"] >= 0 and graphs[0]["clock"].startswith("CPU wall clock")
     assert graphs[0]["eager_is_first_call"] is True  # only the first call ran eagerly
     assert "sim, not a GPU" in time_line(graphs[0]) and "×" not in time_line(graphs[0])
 

@@ -197,12 +197,12 @@ def test_the_magics_save_fills_the_placeholder_or_says_why_not(no_rank, tmp_path
 
 
 def test_observe_torch_saves_to_the_ranks_path_and_refuses_before_running(no_rank, tmp_path):
-    from cgviz.observe import torch_compile
+    from cgviz.observe import _hooks
 
     with pytest.raises(RankError, match=r"\{rank\}"):
         with cgviz.observe_torch(path=tmp_path / "obs-{rank}.cgtrace.json"):
             pytest.fail("the block ran without a rank to fill {rank}")
-    assert torch_compile._ACTIVE == []
+    assert _hooks.ACTIVE == []
     no_rank.setenv("RANK", "1")
     with cgviz.observe_torch(path=tmp_path / "obs-{rank}.cgtrace.json", trace="events"):
         pass

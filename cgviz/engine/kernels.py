@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from collections import Counter
 
-__all__ = ["graph_nodes", "kernel_counts", "demangle"]
+__all__ = ["graph_nodes", "kernel_counts", "kernel_counts_from_data", "demangle"]
 
 # a node statement: "graph_4_node_0"[... label="{KERNEL\n| {ID | 0 (topoId: 4) | name\<\<\<grid,block,smem\>\>\>}..."]
 _NODE = re.compile(r'^"[^"]+"\[[^\]]*?label="\{(?P<kind>[A-Z_]+)\s*(?P<body>.*?)"\];\s*$', re.S | re.M)
@@ -60,3 +60,14 @@ def kernel_counts(dot: str) -> list[list]:
     nodes = graph_nodes(dot)
     names = demangle([name for _, name in nodes])
     return [[name, count] for name, count in Counter(names).items()]
+
+
+def kernel_counts_from_data(data: dict) -> list[list]:
+    """`kernel_counts` from torch's `CUDAGraph.get_graph_data()` (torch 2.13+): the graph's nodes
+    as data ({"nodes": [{"node_type": "kernel", "kernel_name": ...}, ...]}), no DOT to parse."""
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(nodes, list):
+        return []
+    names = [str(n.get("kernel_name") or n.get("node_type") or "node") if isinstance(n, dict) else "node"
+             for n in nodes]
+    return [[name, count] for name, count in Counter(demangle(names)).items()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable, Optional
 
-from cgviz.trace.fold import fold_repeats, step_key
+from cgviz.trace.fold import StepLog, step_key
 from cgviz.trace.model import NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
 from cgviz.trace.ownership import owned_segments
 
@@ -26,7 +26,7 @@ class Recorder:
         self.level = level
         self.trace = Trace(meta={"trace_level": level})
         self.listeners: list = []  # callables(step), e.g. a live Explorer
-        self._keys: list[tuple] = []  # step_key of each stored step
+        self.log = StepLog(self.trace.steps, defer=False)  # read while the tree runs: kept exact
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
         """Call `fn(step)` after each recorded step (a fold passes the block's last step), e.g.
@@ -90,9 +90,7 @@ class Recorder:
     def _append(self, step: Step) -> None:
         if self.level == "full":
             step.snapshot = self.snapshot()
-        self.trace.steps.append(step)
-        self._keys.append(step_key(step))
-        shown = fold_repeats(self.trace.steps, self._keys) or step
+        shown = self.log.add(step_key(step), step, step.duration)
         for listener in self.listeners:
             listener(shown)
 

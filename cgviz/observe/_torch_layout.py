@@ -8,6 +8,7 @@ default, so an observed program keeps running on a torch whose layout is new to 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import warnings
 from typing import Any, Callable, Optional
@@ -16,6 +17,17 @@ import torch
 
 _MISSING_REPORTED: set[str] = set()
 _SENTINEL = object()
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(2, 14) for "2.14.1+cu130"; (0, 0) where the text names no release."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+# The installed torch's release: what its tree manager decides differs by release (see SINCE).
+RELEASE = _release(str(torch.__version__))
+RELEASE_NAME = f"{RELEASE[0]}.{RELEASE[1]}"
 
 # -- every private name of torch that cgviz.observe relies on ------------------------------------
 # tests/test_torch_layout.py checks each one against the installed torch. An entry that is a
@@ -36,6 +48,12 @@ HOOKED_METHODS = {
     "dealloc": "dealloc_current_path_weakrefs",
     "warn": "check_warn_on_unable_to_start_executing",
     "add": "add_function",
+    "shutdown": "shutdown",
+    # torch 2.14+ (see SINCE): outputs cloned out of the pool at a generation, another warmup asked for
+    "clone": "_clone_live_user_visible_storages",
+    "warmup_incomplete": "mark_warmup_incomplete",
+    # torch 2.15+: inputs that are outputs of the path and keep moving are copied, or the edge skipped
+    "managed_input_limit": "_update_cudagraph_managed_input_rerecord",
 }
 # Members of the module's classes that are read or called (instance attributes included).
 CLASS_MEMBERS: dict[str, tuple] = {
@@ -44,18 +62,58 @@ CLASS_MEMBERS: dict[str, tuple] = {
         "current_node", "current_gen", "running_forwards_with_pending_backwards", "in_recording",
         "roots", "path_state", "id_to_mode", "id_to_compile_id", "warned_functions",
         "cuda_graphs_thread_pool", "device_index", "ids_to_stack_traces",
-        "non_cudagraph_managed_mutation_hint", "exceed_rerecord_limit", "_get_node_id",
+        ("skip_cudagraph", "non_cudagraph_managed_mutation_hint"), "exceed_rerecord_limit", "_get_node_id",
+        "ids_to_funcs", "active_warmup_function", "demoted_cudagraph_managed_idxs", "cudagraph_managed_input_rerecord",
     ),
     "CUDAGraphNode": ("id", "graph", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
                       "check_invariants", "device"),
+    "CheckInvariantStatus": ("StaticInputIdxMismatch", "CudagraphManagedIdxMismatch",
+                             "ExpectedDeadIndicesBeforeGraphMismatch"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
     "GraphID": ("id",),
     "FunctionID": ("id",),
-    "WrappedFunction": ("id",),
+    "WrappedFunction": ("id", "kernel_free_cudagraph", "cudagraph_managed_input_rerecord_limit",
+                        "cudagraph_managed_input_rerecord_action"),
     "MarkStepBox": ("mark_step_counter",),
     "GenerationTracker": ("generation",),
 }
 WARMUP_NODE_CLASS = "CUDAWarmupNode"
+# The config options cgviz reads or names in its reasons (torch._inductor.config).
+CONFIG_OPTIONS = (
+    "triton.cudagraph_unexpected_rerecord_limit", "triton.cudagraph_trees_generation_cloning",
+    "triton.cudagraph_managed_input_rerecord_limit", "triton.cudagraph_managed_input_rerecord_action",
+    "triton.cudagraph_dynamic_shape_rerecord_limit", "triton.cudagraph_skip_dynamic_graphs",
+)
+# Names that only some releases have: the first release that has each ("Class.member",
+# "config.option", "module.function"). Every other name above is in every release cgviz supports
+# (2.11 to 2.15); tests/test_torch_surface.py checks both against each release's sources.
+SINCE: dict[str, str] = {
+    "CUDAGraphTreeManager._clone_live_user_visible_storages": "2.14",
+    "CUDAGraphTreeManager.mark_warmup_incomplete": "2.14",
+    "CUDAGraphTreeManager.active_warmup_function": "2.14",
+    "WrappedFunction.kernel_free_cudagraph": "2.14",
+    "triton.cudagraph_trees_generation_cloning": "2.14",
+    "CUDAGraphTreeManager._update_cudagraph_managed_input_rerecord": "2.15",
+    "CUDAGraphTreeManager.demoted_cudagraph_managed_idxs": "2.15",
+    "CUDAGraphTreeManager.cudagraph_managed_input_rerecord": "2.15",
+    "CUDAGraphTreeManager.skip_cudagraph": "2.15",
+    "WrappedFunction.cudagraph_managed_input_rerecord_limit": "2.15",
+    "WrappedFunction.cudagraph_managed_input_rerecord_action": "2.15",
+    "triton.cudagraph_managed_input_rerecord_limit": "2.15",
+    "triton.cudagraph_managed_input_rerecord_action": "2.15",
+    "triton.cudagraph_dynamic_shape_rerecord_limit": "2.15",
+}
+# ... and names the releases from 2.15 on no longer have (the last release that had each)
+UNTIL: dict[str, str] = {
+    "CUDAGraphTreeManager.non_cudagraph_managed_mutation_hint": "2.14",
+}
+
+
+def has_since(key: str) -> bool:
+    """Does the installed torch have this name of SINCE / UNTIL (by release)?"""
+    if key in SINCE and RELEASE < _release(SINCE[key]):
+        return False
+    return not (key in UNTIL and RELEASE > _release(UNTIL[key]))
 # Compile-time "skipping cudagraphs due to ..." goes through this function; it is wrapped in
 # each of these modules that has it (they import it by name).
 SKIP_LOGGER = "log_cudagraph_skip_and_bump_counter"
@@ -141,25 +199,100 @@ def added_function_id(added: Any) -> Any:
 
 EAGER_MUTATION = "mutation"
 EAGER_RERECORD_LIMIT = "rerecord_limit"
+EAGER_MANAGED_INPUT_LIMIT = "managed_input_limit"
+STATIC_INPUT_MISMATCH = "StaticInputIdxMismatch"
+
+
+def _skip_hints(manager: Any) -> dict:
+    """torch's per-(node, function) "run this eagerly here" marks: skip_cudagraph from 2.15 (a
+    mutation of an unmanaged input, or an edge past the managed-input limit with action "skip"),
+    non_cudagraph_managed_mutation_hint before."""
+    name = "skip_cudagraph" if has_since("CUDAGraphTreeManager.skip_cudagraph") else "non_cudagraph_managed_mutation_hint"
+    return read(manager, name, {}) or {}
 
 
 def eager_cause(manager: Any, function_id: Any) -> str:
     """Why torch's manager ran a call of this function eagerly, from its own state right after
     the call: EAGER_MUTATION (it marked the function as writing in place to inputs the tree does
-    not manage, at the current node), EAGER_RERECORD_LIMIT (past its re-record limit there), or
-    '' when its state says neither."""
+    not manage, at the current node), EAGER_MANAGED_INPUT_LIMIT (2.15: an input of the path kept
+    moving there, action "skip"), EAGER_RERECORD_LIMIT (past its re-record limit there), or ''
+    when its state says neither."""
     get_node_id = read(manager, "_get_node_id")
-    hints = read(manager, "non_cudagraph_managed_mutation_hint", {}) or {}
     limit = read(manager, "exceed_rerecord_limit")
     try:
         node_id = get_node_id() if get_node_id is not None else None
-        if (hints.get(node_id) or {}).get(function_id):
+        if (_skip_hints(manager).get(node_id) or {}).get(function_id):
+            if managed_input_limit_reached(manager, node_id, function_id):
+                return EAGER_MANAGED_INPUT_LIMIT
             return EAGER_MUTATION
         if limit is not None and limit(node_id, function_id):
             return EAGER_RERECORD_LIMIT
     except Exception:
         pass
     return ""
+
+
+def managed_input_limit_reached(manager: Any, node_id: Any, function_id: Any) -> bool:
+    """2.15, action "skip": has an input slot of this edge moved as often as the limit allows?"""
+    if not has_since("CUDAGraphTreeManager.cudagraph_managed_input_rerecord"):
+        return False
+    counts = ((getattr(manager, "cudagraph_managed_input_rerecord", None) or {}).get(node_id) or {}).get(function_id)
+    wrapped = (getattr(manager, "ids_to_funcs", None) or {}).get(function_id)
+    limit = getattr(wrapped, "cudagraph_managed_input_rerecord_limit", None)
+    return bool(counts) and isinstance(limit, int) and max(counts.values()) >= limit
+
+
+def demoted_inputs(manager: Any, node_id: Any, function_id: Any) -> set:
+    """2.15: the input slots of this edge torch copies now instead of re-recording."""
+    demoted = getattr(manager, "demoted_cudagraph_managed_idxs", None) or {}
+    return set((demoted.get(node_id) or {}).get(function_id) or ())
+
+
+def managed_input_rule(manager: Any, function_id: Any) -> tuple[str, Any]:
+    """2.15: (action, limit) of a function's managed-input re-record rule."""
+    wrapped = (getattr(manager, "ids_to_funcs", None) or {}).get(function_id)
+    return (str(getattr(wrapped, "cudagraph_managed_input_rerecord_action", "copy")),
+            getattr(wrapped, "cudagraph_managed_input_rerecord_limit", None))
+
+
+def rerecord_counts(status: str) -> Optional[bool]:
+    """Does a re-record after a failed check of `status` (a CheckInvariantStatus name) count
+    toward torch's re-record limit in the installed release? None: this release has no limit.
+
+    2.11 and 2.12 count a moved static input or a moved managed input; 2.12 has no limit at
+    all (exceed_rerecord_limit returns False); from 2.13 every mismatch but a moved static input
+    counts.
+    """
+    if RELEASE[:2] == (2, 12):
+        return None
+    if RELEASE < (2, 13):
+        return status in (STATIC_INPUT_MISMATCH, "CudagraphManagedIdxMismatch")
+    return status != STATIC_INPUT_MISMATCH
+
+
+def is_kernel_free(node: Any) -> bool:
+    """2.14+: a node whose function launches no kernels: torch keeps no CUDA graph for it."""
+    return bool(getattr(getattr(node, "wrapped_function", None), "kernel_free_cudagraph", False))
+
+
+def cloned_outputs(manager: Any, storages_to_clone: Any) -> list[tuple[Any, int, int]]:
+    """2.14+: what _clone_live_user_visible_storages is about to clone, as (node, output index,
+    bytes): each group's entries hold the outputs_weakrefs list of a node on the current path."""
+    path = []
+    node = read(manager, "current_node")
+    while node is not None:
+        path.append(node)
+        node = node_parent(node)
+    found = []
+    for _storage, entries in storages_to_clone or ():
+        for output_weakrefs, _tensors, _cached, index in entries:
+            owner = next((n for n in path if getattr(n, "outputs_weakrefs", None) is output_weakrefs), None)
+            if owner is None:
+                continue
+            meta = output_metadata(owner)
+            entry = meta[index] if index < len(meta) and isinstance(meta[index], dict) else {}
+            found.append((owner, index, int(entry.get("nbytes", 0) or 0)))
+    return found
 
 
 def rerecord_limit() -> Any:
@@ -336,8 +469,9 @@ def starts_new_generation(manager: Any) -> bool:
         return False
 
 
-def replay_mismatches(manager: Any, parent: Any, new_inputs: list, function_id: Any) -> list[tuple[Any, str]]:
-    """Why each recorded graph of this function under `parent` (a root when None) can't replay.
+def replay_mismatches(manager: Any, parent: Any, new_inputs: list, function_id: Any) -> list[tuple[Any, str, str]]:
+    """Why each recorded graph of this function under `parent` (a root when None) can't replay:
+    (node, torch's CheckInvariantStatus name, its words).
 
     Asks the nodes' check_invariants again, on a copy of the inputs (a passing check clears
     the managed inputs it is given), when torch is about to record: off the replay path.
@@ -356,46 +490,33 @@ def replay_mismatches(manager: Any, parent: Any, new_inputs: list, function_id: 
         if callable(describe):
             with contextlib.suppress(Exception):
                 why = describe() or why
-        found.append((child, why))
+        found.append((child, getattr(status, "name", ""), why))
     return found
 
 
-def path_clear_hook(original: Callable, active: list, on_generation: Callable, on_path_end: Callable) -> Callable:
-    """The wrapper of the manager's clear_current_path_state_and_set_to_none().
-
-    Torch calls it when an executing or recording path ends: for a new generation (a new
-    invocation or a mark_step) or because all the path's outputs are dead. In an observed
-    loop this runs on every call, so it reads the generation counters inline (as
-    `starts_new_generation` does) rather than through another call.
-    """
+def generation_check() -> Callable[[Any], bool]:
+    """A fast `starts_new_generation(manager)` for hooks that run on every call of an observed
+    loop: it reads the generation counters inline where this torch has them."""
     trees = _TREES or _trees_module()
     box, tracker = getattr(trees, "MarkStepBox", None), getattr(trees, "GenerationTracker", None)
-    inline = hasattr(box, "mark_step_counter") and hasattr(tracker, "generation")
+    if not (hasattr(box, "mark_step_counter") and hasattr(tracker, "generation")):
+        return starts_new_generation
 
-    def clear_current_path_state_and_set_to_none(manager: Any) -> Any:
-        if not active:
-            return original(manager)
-        if inline:
-            counter = box.mark_step_counter
-            try:
-                new_generation = manager.current_gen != (counter or tracker.generation) and (
-                    counter != 0 or not manager.running_forwards_with_pending_backwards)
-            except AttributeError:
-                new_generation = starts_new_generation(manager)
-        else:
-            new_generation = starts_new_generation(manager)
-        if new_generation:
-            out = original(manager)
-            for observer in active:
-                on_generation(observer, manager)
-            return out
-        before = manager.current_node
-        out = original(manager)
-        for observer in active:
-            on_path_end(observer, manager, before)
-        return out
+    def new_generation(manager: Any) -> bool:
+        counter = box.mark_step_counter
+        try:
+            return manager.current_gen != (counter or tracker.generation) and (
+                counter != 0 or not manager.running_forwards_with_pending_backwards)
+        except AttributeError:
+            return starts_new_generation(manager)
 
-    return clear_current_path_state_and_set_to_none
+    return new_generation
+
+
+# torch 2.15 says through this logger (torch._logging.warning_once) that a compiled graph hit
+# cudagraph_dynamic_shape_rerecord_limit; its new shapes never reach the tree manager.
+TREES_LOGGER = TREES_MODULE
+DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"
 
 
 @contextlib.contextmanager

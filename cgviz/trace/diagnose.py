@@ -116,7 +116,7 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += _coverage(steps, times, trace.meta)
     findings += _eager_groups(steps, times)
     findings += _rerecords(steps)
-    findings += _overwritten(steps)
+    findings += _overwritten(steps, trace.meta)
     findings += _pending_backward(steps)
     findings += _shapes(trace, steps)
     findings += _before_observing(steps, trace.meta)
@@ -376,7 +376,30 @@ def _record_cause(reason: str) -> str:
     return "no recorded graph could take the call"
 
 
-def _overwritten(steps: list[Step]) -> list[Finding]:
+def _release(meta: dict) -> Optional[tuple[int, int]]:
+    """The torch release whose decisions a trace shows: the rules a cgviz tree followed, or the
+    torch observed ("2.14.1+cu130" -> (2, 14)); None where the trace does not say."""
+    text = meta.get("rules") if isinstance(meta.get("rules"), str) else meta.get("torch")
+    found = re.match(r"(\d+)\.(\d+)", text) if isinstance(text, str) else None
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def _overwritten_fix(meta: dict) -> str:
+    """What stops an output being overwritten, in the words of the release the trace shows."""
+    fix = ("clone an output you keep across steps (y = y.clone()) before the next step, or use it before "
+           "calling the function again")
+    release = _release(meta)
+    if release is None:
+        return fix
+    if release >= (2, 14):
+        return fix + ("; or let torch clone the outputs you still hold at each new generation: "
+                      "torch._inductor.config.triton.cudagraph_trees_generation_cloning = 'user_visible' "
+                      f"(torch {release[0]}.{release[1]} has it; it costs a copy of each output kept)")
+    return fix + (f" (torch {release[0]}.{release[1]} cannot clone them for you: "
+                  "cudagraph_trees_generation_cloning comes with torch 2.14)")
+
+
+def _overwritten(steps: list[Step], meta: dict) -> list[Finding]:
     """Outputs used after the next step overwrote them: the use, and the step that began it."""
     out = []
     for step in steps:
@@ -389,9 +412,7 @@ def _overwritten(steps: list[Step]) -> list[Finding]:
         when = f": step {began.index + 1} began generation {began.generation}" if began is not None else ""
         out.append(Finding(
             "error", "overwritten", f"an output was used after a later run overwrote it{when}",
-            evidence, {"generation": None if began is None else began.generation},
-            "clone an output you keep across steps (y = y.clone()) before the next step, or use it before "
-            "calling the function again",
+            evidence, {"generation": None if began is None else began.generation}, _overwritten_fix(meta),
         ))
     return out
 

@@ -8,17 +8,98 @@ block's repeat count. Engines and observers fold as they record; both use these 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 from cgviz.trace.model import Step, Trace
 
 MAX_SPAN = 8
 
 
+def decision_key(kind: str, function: Optional[str], node: Optional[int], parent: Optional[int],
+                 invalidated: Any, reason: Optional[str]) -> tuple:
+    """What makes two decisions the same, from their parts (a producer keys a decision before,
+    or without, making its Step): generation numbers and a generation's wording aside."""
+    return (kind, function, node, parent, tuple(map(tuple, invalidated)), None if kind == "generation" else reason)
+
+
 def step_key(step: Step) -> tuple:
     """What makes two steps the same decision, generation numbers aside."""
-    reason = None if step.kind == "generation" else step.reason
-    return (step.kind, step.function, step.node, step.parent, tuple(map(tuple, step.invalidated)), reason)
+    return decision_key(step.kind, step.function, step.node, step.parent, step.invalidated, step.reason)
+
+
+StepOrMaker = Union[Step, Callable[[], Step]]
+
+
+class StepLog:
+    """The steps a producer records, with repeated work folded as it happens (both the engine
+    and the observer append here, keyed by `decision_key`/`step_key`).
+
+    While a folded block repeats (a function called in a loop), a decision that matches the
+    block's next step is only counted: a step given as a maker (a callable) is never made. The
+    steps of a repetition in progress are kept only if it breaks off, or at `flush()`: `steps`
+    is exact whenever no repetition is half done (after each call of a steady loop) and after
+    `flush()`. A repetition that completes brings the block its durations and newest snapshots,
+    as `fold_repeats` does. With `defer=False` every step is kept at once and folded after
+    (`steps` always exact, for a producer whose trace is read while it runs).
+    """
+
+    def __init__(self, steps: list[Step], *, defer: bool = True) -> None:
+        self.steps = steps
+        self.defer = defer
+        self.keys: list[tuple] = []
+        self.devices: list[Optional[str]] = []  # each step's tree's device, written into it once there are several
+        self.named = False  # do the steps say their device (see name_devices)?
+        self.pending: list[tuple[tuple, StepOrMaker, float, Optional[str]]] = []
+
+    def add(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str] = None) -> Optional[Step]:
+        """One decision; returns the step that now shows it (the block's last step when it
+        folded or counted), or None while a repetition is half done."""
+        key = key + (device,)
+        steps = self.steps
+        if self.defer and steps and steps[-1].repeat > 1:
+            end = steps[-1]
+            k, i = end.span, len(self.pending)
+            if self.keys[len(self.keys) - k + i] == key:
+                self.pending.append((key, step, duration, device))
+                if i + 1 < k:
+                    return None
+                for kept, (_, again, d, _) in zip(steps[-k:], self.pending):  # one more repetition
+                    kept.duration += d
+                    if isinstance(again, Step) and again.snapshot is not None:
+                        kept.snapshot = again.snapshot
+                end.repeat += 1
+                self.pending = []
+                return end
+        self.flush()
+        return self._append(key, step, duration, device)
+
+    def name_devices(self) -> None:
+        """Trees on a second device: from now on every step says its device, and so do those
+        made before (a trace of one device says it once, in its meta)."""
+        if not self.named:
+            self.named = True
+            for step, device in zip(self.steps, self.devices):
+                step.device = device
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for key, step, duration, device in pending:
+            self._append(key, step, duration, device)
+
+    def _append(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str]) -> Step:
+        if not isinstance(step, Step):
+            step = step()
+            step.duration = duration
+        step.index = len(self.steps)
+        if self.named:
+            step.device = device
+        self.steps.append(step)
+        self.keys.append(key)
+        self.devices.append(device)
+        folded = fold_repeats(self.steps, self.keys)
+        if folded is not None:
+            del self.devices[len(self.steps):]
+        return folded or step
 
 
 def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:

@@ -13,6 +13,8 @@ import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
+from cgviz.trace.units import format_bytes, plural
+
 if TYPE_CHECKING:
     from cgviz.trace.model import OutputView, Snapshot, Step, Trace
 
@@ -39,24 +41,6 @@ _PATH_WORDS = {"warmup": "warming up", "recording": "recording", "execution": "r
 
 #: Said after `path_line` for a step that stands for several folded repeats ({n}: how many).
 REPEATS_NOTE = " · as after the last of its ×{n} repeats"
-
-
-def format_bytes(n: int, sign: bool = False) -> str:
-    """512 B, 1.5 KiB, 2.0 MiB; with sign, +2.0 MiB / −512 B."""
-    prefix = ("+" if n > 0 else "−" if n < 0 else "") if sign else ("-" if n < 0 else "")
-    size = abs(n)
-    if size < 1024:
-        return f"{prefix}{size} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        size /= 1024
-        if size < 1024 or unit == "TiB":
-            return f"{prefix}{size:.1f} {unit}"
-    raise AssertionError("unreachable")
-
-
-def plural(n: int, word: str) -> str:
-    """'1 step', '3 steps'."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def headline(step: "Step") -> str:

@@ -1,0 +1,399 @@
+"""Installs and removes the observer's wrappers around torch's tree manager.
+
+Each wrapper does exactly what torch's method does, passing every argument through as given
+(releases add keyword arguments: 2.14's clear_current_path_state_and_set_to_none), reads torch
+through `_torch_layout` and tells the active observers through one public event method. The
+wrappers exist only while some observation is active: `uninstall()` puts back every original
+object, by identity, also after an install that failed half way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from cgviz.engine import _torch_compat as compat
+from cgviz.engine.kernels import kernel_counts, kernel_counts_from_data
+from cgviz.observe import _torch_layout as layout
+
+if TYPE_CHECKING:
+    from cgviz.observe.observer import TorchObserver
+
+ACTIVE: list["TorchObserver"] = []
+_ORIGINALS: list[tuple[Any, str, Any]] = []
+# Compiled graphs whose CUDA graphs torch skipped while observed: (the graph, or a weak
+# reference to it; its own current_callable; the wrapper that sees its calls), put back at uninstall.
+_EAGER_GRAPHS: list[tuple[Callable[[], Any], Any, Any]] = []
+_LOG_HANDLERS: list[tuple[logging.Logger, logging.Handler]] = []
+_ABSENT = object()  # a wrapped name the owner only inherited: deleted again at uninstall
+
+
+def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:
+    """A wrapped method's argument, given by position (index past self) or by name."""
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+def hooked_roles() -> frozenset:
+    """The roles (HOOKED_METHODS keys, "run", "post_compile") wrapped now."""
+    names = {hooked for _, hooked, _ in _ORIGINALS}
+    roles = {role for role, name in layout.HOOKED_METHODS.items() if name in names}
+    if any(name in names for name in layout.RUN_METHODS):
+        roles.add("run")
+    if layout.COMPILED_GRAPH_MEMBERS[0] in names:
+        roles.add("post_compile")
+    return frozenset(roles)
+
+
+def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], since: str = "") -> None:
+    original = getattr(owner, name, None)
+    if original is None:
+        if not (since and not layout.has_since(since)):  # not a name this release lacks by design
+            layout.read(owner, name)  # says once that this torch lacks it
+        return
+    _ORIGINALS.append((owner, name, vars(owner).get(name, _ABSENT)))
+    setattr(owner, name, make(original))
+
+
+# -- the wrappers ---------------------------------------------------------------------------------
+def wrap_run(original: Callable) -> Callable:
+    def run(self, *args, **kwargs):
+        if not ACTIVE or ACTIVE[-1].in_call:  # torch's run() calling itself: the outer call watches
+            return original(self, *args, **kwargs)
+        obs = ACTIVE[-1]
+        function_id = _arg(args, kwargs, 1, "function_id")
+        start = time.perf_counter() if obs.level == "full" else None  # no clock on the replay loop
+        before = obs.call_began()
+        try:
+            out = original(self, *args, **kwargs)
+        except Exception as exc:
+            obs.call_ended(self, function_id, before, start, exc)
+            raise
+        except BaseException:
+            obs.call_ended(self, function_id, obs.decisions + 1, start)  # nothing to say: only unwind
+            raise
+        obs.call_ended(self, function_id, before, start)
+        return out
+    return run
+
+
+def wrap_warmup(original: Callable) -> Callable:
+    def run_eager(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        start = time.perf_counter()
+        out = original(self, *args, **kwargs)
+        node = layout.read(self, "current_node")
+        function_id = _arg(args, kwargs, 1, "function_id")
+        for obs in ACTIVE:
+            obs.warmed_up(self, function_id, node, start)
+        return out
+    return run_eager
+
+
+def wrap_record(original: Callable) -> Callable:
+    def record_function(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        new_inputs, function_id = _arg(args, kwargs, 0, "new_inputs"), _arg(args, kwargs, 1, "function_id")
+        start = time.perf_counter()
+        parent = self.current_node
+        # why the existing children could not replay (asked again only now, off the replay path)
+        mismatches = [] if layout.read(self, "in_recording", False) else layout.replay_mismatches(
+            self, parent, new_inputs, function_id)
+        keep = any(obs.read_kernels for obs in ACTIVE)
+        with layout.graphs_kept() if keep else contextlib.nullcontext():
+            out = original(self, *args, **kwargs)
+        node = layout.read(self, "current_node")
+        kernels = graph_kernels(layout.read(node, "graph")) if keep else None
+        for obs in ACTIVE:
+            obs.recorded(self, function_id, parent, node, mismatches, kernels, start)
+        return out
+    return record_function
+
+
+def wrap_execute(original: Callable) -> Callable:
+    def execute_node(self, node, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, node, *args, **kwargs)
+        start = None if ACTIVE[-1].level != "full" else time.perf_counter()
+        out = original(self, node, *args, **kwargs)
+        for obs in ACTIVE:
+            obs.replayed(self, node, start)
+        return out
+    return execute_node
+
+
+def wrap_checkpoint(original: Callable) -> Callable:
+    def apply_checkpoint(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        start = time.perf_counter()
+        out = original(self, *args, **kwargs)
+        node = layout.read(self, "current_node")
+        for obs in ACTIVE:
+            obs.checkpoint_restored(self, node, start)
+        return out
+    return apply_checkpoint
+
+
+def wrap_path_clear(original: Callable) -> Callable:
+    """torch calls clear_current_path_state_and_set_to_none() when an executing or recording path
+    ends: for a new generation (a new invocation or a mark_step) or because all the path's
+    outputs are dead. In an observed loop this runs on every call: the generation check is inline."""
+    new_generation = layout.generation_check()
+
+    def clear_current_path_state_and_set_to_none(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        if new_generation(self):
+            out = original(self, *args, **kwargs)
+            for obs in ACTIVE:
+                obs.generation_began(self)
+            return out
+        before = self.current_node
+        out = original(self, *args, **kwargs)
+        for obs in ACTIVE:
+            obs.path_ended(self, before)
+        return out
+    return clear_current_path_state_and_set_to_none
+
+
+def wrap_end_warmup(original: Callable) -> Callable:
+    """A warming-up path ends without clear_current_path_state_and_set_to_none()."""
+    def try_end_curr_warmup(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        before = self.current_node
+        new_generation = layout.starts_new_generation(self)
+        out = original(self, *args, **kwargs)
+        if before is not None and self.current_node is None:
+            for obs in ACTIVE:
+                if new_generation:
+                    obs.generation_began(self)
+                else:
+                    obs.path_ended(self, before)
+        return out
+    return try_end_curr_warmup
+
+
+def wrap_dealloc(original: Callable) -> Callable:
+    def dealloc_current_path_weakrefs(self, *args, **kwargs):
+        if ACTIVE:
+            current = layout.read(self, "current_node")
+            for obs in ACTIVE:
+                obs.path_deallocating(self, current)
+        return original(self, *args, **kwargs)
+    return dealloc_current_path_weakrefs
+
+
+def wrap_warn(original: Callable) -> Callable:
+    def check_warn_on_unable_to_start_executing(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        function_id = _arg(args, kwargs, 0, "function_id")
+        warned = set(layout.read(self, "warned_functions", set()) or ())
+        out = original(self, *args, **kwargs)
+        if function_id in (layout.read(self, "warned_functions", set()) or ()) and function_id not in warned:
+            for obs in ACTIVE:
+                obs.pending_backward_warned()
+        return out
+    return check_warn_on_unable_to_start_executing
+
+
+def wrap_add(original: Callable) -> Callable:
+    """A new compiled graph enters the tree (and runs its first call): observed from its start."""
+    def add_function(self, *args, **kwargs):
+        observers = list(ACTIVE)
+        for obs in observers:
+            obs.adding(self)
+        out = None
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            function_id = layout.added_function_id(out)
+            for obs in observers:
+                obs.added(self, function_id)
+        return out
+    return add_function
+
+
+def wrap_shutdown(original: Callable) -> Callable:
+    """torch resets its trees: what the observers noted is made into steps first, and they let go."""
+    def shutdown(self, *args, **kwargs):
+        for obs in ACTIVE:
+            obs.manager_shutting_down(self)
+        return original(self, *args, **kwargs)
+    return shutdown
+
+
+def wrap_clone(original: Callable) -> Callable:
+    """torch 2.14+ copies live user-visible outputs out of the pool at a generation boundary."""
+    def clone_live_user_visible_storages(self, *args, **kwargs):
+        if ACTIVE:
+            found = layout.cloned_outputs(self, _arg(args, kwargs, 0, "storages_to_clone"))
+            for obs in ACTIVE:
+                obs.outputs_cloning(found)
+        return original(self, *args, **kwargs)
+    return clone_live_user_visible_storages
+
+
+def wrap_warmup_incomplete(original: Callable) -> Callable:
+    def mark_warmup_incomplete(self, *args, **kwargs):
+        warming = layout.read(self, "active_warmup_function") if ACTIVE else None
+        out = original(self, *args, **kwargs)
+        if warming is not None:
+            for obs in ACTIVE:
+                obs.warmup_incomplete()
+        return out
+    return mark_warmup_incomplete
+
+
+def wrap_managed_input_limit(original: Callable) -> Callable:
+    """torch 2.15: inputs of a (node, function) edge that are outputs of the path keep moving."""
+    def update_managed_input_rerecord(self, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, *args, **kwargs)
+        node_id, function_id = _arg(args, kwargs, 0, "node_id"), _arg(args, kwargs, 1, "function_id")
+        demoted = layout.demoted_inputs(self, node_id, function_id)
+        out = original(self, *args, **kwargs)
+        action, limit = layout.managed_input_rule(self, function_id)
+        limited = sorted(layout.demoted_inputs(self, node_id, function_id) - demoted) if action == "copy" \
+            else sorted(out or ())
+        if limited:
+            for obs in ACTIVE:
+                obs.managed_inputs_limited(limited, action, limit)
+        return out
+    return update_managed_input_rerecord
+
+
+def wrap_skip_logger(original: Callable) -> Callable:
+    def log_skip(msg, *args, **kwargs):
+        for obs in ACTIVE:
+            obs.skip_logged(str(msg))
+        return original(msg, *args, **kwargs)
+    return log_skip
+
+
+def wrap_post_compile(original: Callable) -> Callable:
+    """A compiled graph is made ready: if torch turned its CUDA graphs off, see its calls."""
+    def post_compile(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        if ACTIVE:
+            turned_off = layout.cudagraphs_turned_off(args, kwargs)
+            compile_id = layout.current_compile_id()
+            joined = [j for j in (obs.compiled(self, compile_id, turned_off) for obs in ACTIVE) if j]
+            if joined:
+                _watch_eager_graph(self, *joined[0])
+        return out
+    return post_compile
+
+
+WRAPPERS: dict[str, Callable[[Callable], Callable]] = {
+    "warmup": wrap_warmup, "record": wrap_record, "execute": wrap_execute, "checkpoint": wrap_checkpoint,
+    "path_clear": wrap_path_clear, "end_warmup": wrap_end_warmup, "dealloc": wrap_dealloc, "warn": wrap_warn,
+    "add": wrap_add, "shutdown": wrap_shutdown, "clone": wrap_clone,
+    "warmup_incomplete": wrap_warmup_incomplete, "managed_input_limit": wrap_managed_input_limit,
+}
+
+
+class _DynamicShapeLimit(logging.Handler):
+    """torch 2.15 says once per graph, through its trees' logger, that new shapes run eagerly."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if layout.DYNAMIC_SHAPE_LIMIT not in str(record.msg) or len(record.args or ()) < 3:
+            return
+        compile_id, mode, limit = (str(a) for a in record.args[:3])
+        for obs in ACTIVE:
+            obs.dynamic_shape_limit(compile_id, mode, limit)
+
+
+def install() -> None:
+    """Wrap torch's methods for the observers in ACTIVE; on a failure, nothing stays wrapped."""
+    try:
+        manager_cls = layout.manager_class()
+        # _run, where torch has it: run() is bound into each compiled function when torch first
+        # calls it, so a model compiled before observing began would bypass a hook on run().
+        _hook(manager_cls, layout.run_method(manager_cls), wrap_run)
+        for role, name in layout.HOOKED_METHODS.items():
+            _hook(manager_cls, name, WRAPPERS[role], since=f"{layout.MANAGER_CLASS}.{name}")
+        for module_name in layout.SKIP_LOGGER_MODULES:
+            module = sys.modules.get(module_name)
+            if module is not None and hasattr(module, layout.SKIP_LOGGER):
+                _hook(module, layout.SKIP_LOGGER, wrap_skip_logger)
+        graph_cls = layout.compiled_graph_class()
+        if graph_cls is not None:
+            _hook(graph_cls, layout.COMPILED_GRAPH_MEMBERS[0], wrap_post_compile)
+        if layout.has_since("triton.cudagraph_dynamic_shape_rerecord_limit"):
+            logger, handler = logging.getLogger(layout.TREES_LOGGER), _DynamicShapeLimit(logging.WARNING)
+            logger.addHandler(handler)
+            _LOG_HANDLERS.append((logger, handler))
+    except BaseException:
+        uninstall()
+        raise
+
+
+def _watch_eager_graph(graph: Any, label: str, reason: str) -> None:
+    """Each call of a compiled graph whose CUDA graphs torch turned off becomes an eager step
+    (its calls never reach the tree manager); the graph's own callable is put back at uninstall."""
+    attribute = layout.COMPILED_GRAPH_MEMBERS[1]
+    original = getattr(graph, attribute, None)
+    if original is None:
+        return
+
+    def current_callable(inputs):
+        if not ACTIVE:
+            return original(inputs)
+        start = time.perf_counter()
+        out = original(inputs)
+        for obs in ACTIVE:
+            obs.eager_graph_called(label, reason, start)
+        return out
+
+    setattr(graph, attribute, current_callable)
+    try:
+        ref: Callable[[], Any] = weakref.ref(graph)
+    except TypeError:
+        ref = lambda: graph  # noqa: E731  (kept until uninstall)
+    _EAGER_GRAPHS.append((ref, original, current_callable))
+
+
+def uninstall() -> None:
+    """Put back every original object wrapped (the newest first)."""
+    while _ORIGINALS:
+        owner, name, original = _ORIGINALS.pop()
+        if original is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    attribute = layout.COMPILED_GRAPH_MEMBERS[1]
+    while _EAGER_GRAPHS:
+        ref, original, wrapper = _EAGER_GRAPHS.pop()
+        graph = ref()
+        if graph is not None and getattr(graph, attribute, None) is wrapper:
+            setattr(graph, attribute, original)
+    while _LOG_HANDLERS:
+        logger, handler = _LOG_HANDLERS.pop()
+        logger.removeHandler(handler)
+
+
+def graph_kernels(graph: Any) -> Optional[list]:
+    """What a CUDA graph torch recorded holds ([name, count]), or None when the graph kept
+    nothing to read: from torch's get_graph_data() where it answers (2.13+, with cuda.bindings),
+    else from the DOT text CUDA writes."""
+    if graph is None:
+        return None
+    get_data = getattr(graph, "get_graph_data", None)
+    if get_data is not None:
+        try:
+            return kernel_counts_from_data(get_data())
+        except Exception:  # no cuda.bindings, or a graph that kept no cudaGraph_t
+            pass
+    try:
+        dot = compat.graph_dot(graph)
+    except Exception:  # a graph that did not keep its cudaGraph_t: debug_dump refuses
+        return None
+    return kernel_counts(dot) if dot else None

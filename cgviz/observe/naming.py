@@ -1,0 +1,130 @@
+"""How the observer names things and words its reasons: compiled graphs, portable paths, the
+decisions torch's tree manager makes (generations, clones, eager runs)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+from cgviz.observe import _torch_layout as layout
+from cgviz.trace.diagnose import graph_name
+from cgviz.trace.units import format_bytes
+
+OVERWRITTEN = "overwritten by a subsequent run"
+# An absolute path in torch's messages: quoted (it may hold spaces), or bare with at least two
+# components (so "warmup/record" or a URL is left alone); POSIX or with a Windows drive.
+_SEP = r"[\\/]"
+_WORD = r"[^\s\"'<>:,;()\[\]\\/]+"
+_ABSOLUTE_PATH = re.compile(
+    rf"""(?P<q>["'])(?P<quoted>(?:[A-Za-z]:)?{_SEP}[^"'\n]+)(?P=q)"""
+    rf"""|(?<![\w./\\:])(?P<bare>(?:[A-Za-z]:)?(?:{_SEP}{_WORD}){{2,}})"""
+)
+# torch names the code of each compiled graph alike ("partition_0"); past the first, a graph's
+# partitions keep their number in its name
+_PARTITION = re.compile(r"partition_[1-9]\d*")
+# what torch's manager state says about a call it ran eagerly (layout.eager_cause)
+EAGER_WORDS = {
+    layout.EAGER_MUTATION: "it mutates inputs the tree does not manage (torch's tree marked it so at this place of "
+    "the tree)",
+    layout.EAGER_RERECORD_LIMIT: "it passed torch's re-recording limit at this place of the tree",
+    layout.EAGER_MANAGED_INPUT_LIMIT: "an input that is an output of the path kept moving here, and torch runs this "
+    "function eagerly at this place of the tree from now on (torch._inductor.config.triton."
+    "cudagraph_managed_input_rerecord_action = 'skip')",
+}
+
+
+def portable_path(path: str) -> str:
+    """`path` as a trace keeps it. Traces are shared between machines, and an absolute path
+    names the recording machine's directories (and user) while meaning nothing elsewhere:
+    inside a site-packages or dist-packages directory it becomes the part after it
+    (torch/_inductor/cudagraph_trees.py), inside the current directory relative to it, and
+    anywhere else its last two components."""
+    norm = re.sub(r"^[A-Za-z]:", "", path.replace("\\", "/"))
+    for packages in ("/site-packages/", "/dist-packages/"):
+        if packages in norm:
+            return norm.rsplit(packages, 1)[1]
+    cwd = os.getcwd().replace("\\", "/").rstrip("/") + "/"
+    if cwd != "/" and norm.startswith(cwd):
+        return norm[len(cwd):]
+    return "/".join([part for part in norm.split("/") if part][-2:])
+
+
+def portable_paths(text: str) -> str:
+    """`text` (a reason: torch's messages carry stack traces) with every absolute path made
+    portable (see portable_path)."""
+    if "/" not in text and "\\" not in text:
+        return text
+
+    def shorten(match: re.Match) -> str:
+        if match["quoted"] is not None:
+            return match["q"] + portable_path(match["quoted"]) + match["q"]
+        return portable_path(match["bare"])
+
+    return _ABSOLUTE_PATH.sub(shorten, text)
+
+
+def compiled_graph_name(torch_name: str, compile_id: str, mode: str, frame: str = "") -> str:
+    """A compiled graph's name in a trace: the function torch.compile compiled (dynamo's frame),
+    torch's compile id and the mode, as in "forward [0/0] (forward)".
+
+    torch names the code of every graph alike (partition_0), so the compile id tells graphs
+    apart: the two sides of a graph break ([0/0], [1/0]), each recompilation ([0/1]). A graph
+    split into partitions keeps partition_N past the first. Without a frame, torch's own name
+    stands first.
+    """
+    name = frame or torch_name or "compiled graph"
+    if frame and _PARTITION.fullmatch(torch_name or ""):
+        name += f" {torch_name}"
+    label = f"{name} ({mode})" if mode else name
+    return graph_name(label, compile_id) if compile_id else label
+
+
+def outputs_named(outputs: list) -> str:
+    """'output 0 of node 1, output 2 of node 3' for [[node, output], ...]."""
+    return ", ".join(f"output {o} of node {n}" for n, o, *_ in outputs)
+
+
+def generation_reason(ended: int, invalidated: list, cloned: Optional[list] = None) -> str:
+    """A new generation's reason: what ended it, what torch cloned out of the pool (2.14+, with
+    cudagraph_trees_generation_cloning) and which outputs it invalidated."""
+    said = f"generation {ended} ends (a new torch.compile invocation or cudagraph_mark_step_begin())"
+    if cloned:
+        total = sum(nbytes for _, _, nbytes in cloned)
+        said += (f"; cloned out of the pool, so they stay valid (torch._inductor.config.triton."
+                 f"cudagraph_trees_generation_cloning = 'user_visible'): "
+                 + ", ".join(f"output {o} of node {n} ({format_bytes(b)})" for n, o, b in cloned)
+                 + f", {format_bytes(total)} in all")
+    return said + "; invalidated: " + (outputs_named(invalidated) if invalidated else "nothing live")
+
+
+def rerecord_count_note(status: str) -> str:
+    """What a re-record caused by a failed check of `status` does to torch's re-record limit,
+    in this release's rules ('' where it counts as it always did)."""
+    counts = layout.rerecord_counts(status)
+    if counts is None:
+        return f" (torch {layout.RELEASE_NAME} has no re-record limit)"
+    if not counts and status == layout.STATIC_INPUT_MISMATCH:
+        return (f" (torch {layout.RELEASE_NAME} does not count a moved static input toward "
+                "cudagraph_unexpected_rerecord_limit)")
+    return ""
+
+
+KERNEL_FREE = ("it launches no kernels, so torch keeps no CUDA graph for it: a replay only hands back "
+               "its outputs (torch 2.14+)")
+WARMUP_INCOMPLETE = ("it asked for another warmup (torch.compiler.cudagraph_mark_warmup_incomplete()): "
+                     "its next call warms up again")
+
+
+def demoted_note(inputs: list[int], action: str, limit: object) -> str:
+    """torch 2.15 gave up on re-recording for inputs that are outputs of the path and keep moving."""
+    which = ", ".join(str(i) for i in inputs)
+    what = ("torch copies it into the graph from now on instead of recording again" if action == "copy"
+            else "torch runs this function eagerly at this place of the tree from now on")
+    return (f"input {which} (an output of the path) moved {limit} times here: {what} "
+            f"(cudagraph_managed_input_rerecord_limit = {limit}, action '{action}')")
+
+
+def dynamic_shape_limit_reason(label: str, limit: str) -> str:
+    return (f"{label} reached torch's cudagraph_dynamic_shape_rerecord_limit = {limit}: the shapes already recorded "
+            "keep replaying, every new shape runs eagerly without reaching the tree (so its calls are not steps)")
