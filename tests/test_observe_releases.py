@@ -261,3 +261,14 @@ def test_a_failed_install_leaves_nothing_wrapped(monkeypatch):
     with pytest.raises(RuntimeError, match="cannot wrap"):
         tc.start_observing("events")
     assert _hooks.ACTIVE == [] and dict(vars(manager_cls)) == before
+
+
+@pytest.mark.parametrize("reason, fix", [
+    (naming.dynamic_shape_limit_reason("f [0/0] (forward)", "4"), "cudagraph_capture_sizes"),
+    ("f ran eagerly: " + naming.EAGER_WORDS[layout.EAGER_MANAGED_INPUT_LIMIT], "cudagraph_managed_input_rerecord_action"),
+])
+def test_the_doctor_fixes_the_2_15_limits(reason, fix):
+    trace = Trace(steps=[Step(index=0, kind="eager", reason=reason, generation=1, function="f")],
+                  meta={"backend": "torch.compile", "torch": "2.15.0"})
+    eager = [f for f in cgviz.diagnose(trace).findings if f.kind == "eager"]
+    assert eager and fix in eager[0].suggestion

@@ -49,6 +49,12 @@ _FIXES = (
      "with torch.where or a mask multiply"),
     (("copies device memory to the host", "_local_scalar_dense", ".item()", "host"),
      "move .item(), .cpu() and .tolist() out of the graphed function, after the call"),
+    (("cudagraph_dynamic_shape_rerecord_limit",), "pad or bucket inputs to a few shapes (torch._inductor.config."
+     "triton.cudagraph_capture_sizes names the shapes to graph), or raise cudagraph_dynamic_shape_rerecord_limit"),
+    (("managed input re-recording threshold", "an input that is an output of the path kept moving"),
+     "keep the outputs one compiled function passes to the next in place (reuse them, or copy_ into a fixed "
+     "buffer), or let torch copy them: torch._inductor.config.triton.cudagraph_managed_input_rerecord_action = "
+     "'copy' (torch 2.15)"),
     (("rerecord_limit", "re-recording limit", "re-recorded"), "keep the inputs that feed one graph in "
      "place between calls (reuse buffers with copy_ instead of new tensors)"),
     (("shape_limit", "input signatures already have graphs"), "pad or bucket inputs to a few shapes, or "
