@@ -272,3 +272,44 @@ def test_the_doctor_fixes_the_2_15_limits(reason, fix):
                   meta={"backend": "torch.compile", "torch": "2.15.0"})
     eager = [f for f in cgviz.diagnose(trace).findings if f.kind == "eager"]
     assert eager and fix in eager[0].suggestion
+
+
+def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(monkeypatch):
+    """torch 2.14+ runs global instantiate hooks with the graph's template live: the observer reads
+    get_graph_data() there and leaves torch.cuda.CUDAGraph alone; the hook is removed after."""
+    import sys
+    import types
+
+    import torch
+
+    registry: dict = {}
+
+    class Handle:
+        def __init__(self, key):
+            self.key = key
+
+        def remove(self):
+            registry.pop(self.key)
+
+    def register(fn):
+        registry[len(registry)] = fn
+        return Handle(len(registry) - 1)
+
+    class Graph:
+        def get_graph_data(self):
+            return {"nodes": [{"node_type": "kernel", "kernel_name": "k"}, {"node_type": "memcpy"}]}
+
+    monkeypatch.setattr(layout, "RELEASE", (2, 14))
+    monkeypatch.setattr(layout, "_has_cuda_bindings", lambda: True)
+    monkeypatch.setitem(sys.modules, "torch.cuda.graphs", types.SimpleNamespace(register_graph_instantiate_hook=register))
+    with layout.instantiated_graph_data() as seen:
+        assert torch.cuda.CUDAGraph is layout.sys.modules["torch"].cuda.CUDAGraph  # not stood in for
+        for fn in list(registry.values()):
+            fn(Graph())  # what torch does at instantiate()
+    assert registry == {}
+    from cgviz.engine.kernels import kernel_counts_from_data
+
+    assert [kernel_counts_from_data(d) for d in seen] == [[["k", 1], ["memcpy", 1]]]
+    monkeypatch.setattr(layout, "RELEASE", (2, 13))
+    with layout.instantiated_graph_data() as none:
+        assert none is None  # older releases: no such hook, the graphs are kept instead

@@ -104,11 +104,16 @@ def wrap_record(original: Callable) -> Callable:
         # why the existing children could not replay (asked again only now, off the replay path)
         mismatches = [] if layout.read(self, "in_recording", False) else layout.replay_mismatches(
             self, parent, new_inputs, function_id)
-        keep = any(obs.read_kernels for obs in ACTIVE)
-        with layout.graphs_kept() if keep else contextlib.nullcontext():
+        kernels = None
+        if any(obs.read_kernels for obs in ACTIVE):
+            with layout.instantiated_graph_data() as data:  # 2.14+: a public hook, torch's graphs untouched
+                with layout.graphs_kept() if data is None else contextlib.nullcontext():
+                    out = original(self, *args, **kwargs)
+            node = layout.read(self, "current_node")
+            kernels = kernel_counts_from_data(data[-1]) if data else graph_kernels(layout.read(node, "graph"))
+        else:
             out = original(self, *args, **kwargs)
-        node = layout.read(self, "current_node")
-        kernels = graph_kernels(layout.read(node, "graph")) if keep else None
+            node = layout.read(self, "current_node")
         for obs in ACTIVE:
             obs.recorded(self, function_id, parent, node, mismatches, kernels, start)
         return out

@@ -102,6 +102,7 @@ SINCE: dict[str, str] = {
     "triton.cudagraph_managed_input_rerecord_limit": "2.15",
     "triton.cudagraph_managed_input_rerecord_action": "2.15",
     "triton.cudagraph_dynamic_shape_rerecord_limit": "2.15",
+    "graphs.register_graph_instantiate_hook": "2.14",
 }
 # ... and names the releases from 2.15 on no longer have (the last release that had each)
 UNTIL: dict[str, str] = {
@@ -283,8 +284,10 @@ def cloned_outputs(manager: Any, storages_to_clone: Any) -> list[tuple[Any, int,
     while node is not None:
         path.append(node)
         node = node_parent(node)
-    found = []
-    for _storage, entries in storages_to_clone or ():
+    found: list[tuple[Any, int, int]] = []
+    if not isinstance(storages_to_clone, (list, tuple)):
+        return found
+    for _storage, entries in storages_to_clone:
         for output_weakrefs, _tensors, _cached, index in entries:
             owner = next((n for n in path if getattr(n, "outputs_weakrefs", None) is output_weakrefs), None)
             if owner is None:
@@ -517,6 +520,45 @@ def generation_check() -> Callable[[Any], bool]:
 # cudagraph_dynamic_shape_rerecord_limit; its new shapes never reach the tree manager.
 TREES_LOGGER = TREES_MODULE
 DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"
+
+
+def _has_cuda_bindings() -> bool:
+    """Is NVIDIA's cuda.bindings package installed (get_graph_data needs it)?"""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def instantiated_graph_data() -> Any:
+    """torch 2.14+: while a node records, a public global hook (torch.cuda.graphs.
+    register_graph_instantiate_hook) sees each CUDA graph as torch instantiates it, with its
+    template still live, and asks it for get_graph_data(): the kernels are read without changing
+    how torch makes its graphs. Yields the list the data goes into, or None where this torch has
+    no such hook (then `graphs_kept` is the way). A graph whose data cannot be read (no
+    cuda.bindings >= 13.1) adds nothing."""
+    graphs = sys.modules.get("torch.cuda.graphs")
+    register = getattr(graphs, "register_graph_instantiate_hook", None) if has_since(
+        "graphs.register_graph_instantiate_hook") else None
+    if register is None or not _has_cuda_bindings():
+        yield None
+        return
+    seen: list = []
+
+    def read_data(graph: Any) -> None:
+        try:
+            seen.append(graph.get_graph_data())
+        except Exception:
+            pass
+
+    handle = register(read_data)
+    try:
+        yield seen
+    finally:
+        handle.remove()
 
 
 @contextlib.contextmanager
