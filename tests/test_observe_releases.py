@@ -313,3 +313,23 @@ def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(mon
     monkeypatch.setattr(layout, "RELEASE", (2, 13))
     with layout.instantiated_graph_data() as none:
         assert none is None  # older releases: no such hook, the graphs are kept instead
+
+
+def test_a_manager_freed_without_shutdown_is_not_kept_by_the_replays_noted_raw():
+    """torch frees a manager without shutdown() when the compiled functions that used it die
+    before torch._dynamo.reset() looks for it: the replays noted on its loop (trace "events")
+    hold nothing of it or of its nodes, and still become steps."""
+    obs, manager = observer(), Manager()
+    fn = Function(0)
+    node = Node(fn)
+    obs.recorded(manager, fn, None, node, [], None, None)
+    for _ in range(3):
+        obs.replayed(manager, node)
+        obs.generation_began(manager)
+    assert len(obs._raw) == 6  # noted, not yet made
+    nodes, managers = weakref.ref(node), weakref.ref(manager)
+    del node, manager
+    gc.collect()
+    assert nodes() is None and managers() is None
+    obs.finish()
+    assert [s.kind for s in obs.trace.expanded()] == ["record"] + ["execute", "generation"] * 3

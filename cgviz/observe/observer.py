@@ -82,8 +82,11 @@ class TorchObserver:
         self._labels: dict[tuple, str] = {}
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
-        self._raw: list = []  # replay-loop events not yet made into steps (see catch_up)
-        self._raw_manager: Any = None  # the manager those events are from (let go at its shutdown)
+        # replay-loop events not yet made into steps (see catch_up), as plain data: a replay's step
+        # parts, _NEW_GENERATION, or (_PATH_END, node id); nothing of torch's is held in them
+        self._raw: list = []
+        self._raw_id: Optional[int] = None  # id() of the manager those events are from, while it lives
+        self._raw_ref: Any = None  # a weak reference to it
         # torch's skip messages ("skipping cudagraphs due to ..."), joined to the calls they affect
         self._skips: dict[tuple, str] = {}  # (id(manager), function id, cause or None) -> message
         self._run_skips: list[str] = []  # logged during the call in progress (see call_ended)
@@ -185,16 +188,25 @@ class TorchObserver:
         one manager at a time: its events are caught up before another's are noted)."""
         if self.level == "full":
             return False
-        if self._raw_manager is not manager:
+        if self._raw_id != id(manager):
             self.catch_up()
             self.saw(manager)
-            self._raw_manager = manager
+            self._raw_id, self._raw_ref = id(manager), weakref.ref(manager, self._raw_manager_gone)
         return True
 
+    def _raw_manager_gone(self, _ref: Any) -> None:
+        """The manager of the noted events was freed (its compiled functions died, and torch had
+        no manager left to shut down): the events are plain data; a new manager is a new one."""
+        self._raw_id = self._raw_ref = None
+
     def replayed(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
-        """torch replayed a node: noted raw at "events", made into a step at once at "full"."""
-        if self._raw_manager is manager or self.raw_manager(manager):
-            self._raw.append(node)
+        """torch replayed a node: noted raw at "events" (its step's parts, made at its first
+        replay), made into a step at once at "full"."""
+        if self._raw_id == id(manager) or self.raw_manager(manager):
+            replay = self._replay_steps.get(id(node))
+            if replay is None:
+                replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
+            self._raw.append(replay)
             if len(self._raw) >= RAW_BATCH:
                 self.catch_up()
         else:
@@ -203,7 +215,7 @@ class TorchObserver:
     def generation_began(self, manager: Any) -> None:
         raw = self._raw
         pending = self._pending_invalidated or self._pending_cloned
-        if self._raw_manager is manager and not pending:  # the replay loop
+        if self._raw_id == id(manager) and not pending:  # the replay loop
             raw.append(_NEW_GENERATION)
             if len(raw) >= RAW_BATCH:
                 self.catch_up()
@@ -218,37 +230,40 @@ class TorchObserver:
 
     def path_ended(self, manager: Any, before: Any) -> None:
         if self.raw_manager(manager):
-            self._raw.append((_PATH_END, before))
+            self._raw.append((_PATH_END, self.node_id(before)))
             if len(self._raw) >= RAW_BATCH:
                 self.catch_up()
         else:
-            self._path_end(manager, before)
+            self._path_end(manager, self.node_id(before))
 
     def catch_up(self) -> None:
         """Make the noted replay-loop events into steps (in order, before anything else)."""
         if not self._raw:
             return
         raw, self._raw = self._raw, []
-        manager = self._raw_manager
+        manager = self._raw_ref() if self._raw_ref is not None else None
         for event in raw:
             if event is _NEW_GENERATION:
                 self._new_generation(manager)
-            elif type(event) is tuple:
+            elif len(event) == 2:
                 self._path_end(manager, event[1])
             else:
-                self._replay(manager, event)
+                self._add_replay(manager, event, None)
 
     def manager_shutting_down(self, manager: Any) -> None:
         """torch resets its trees (torch._dynamo.reset()): the events noted are made into steps
         now, and nothing of that manager is held any longer."""
         self.catch_up()
-        if self._raw_manager is manager:
-            self._raw_manager = None
+        if self._raw_id == id(manager):
+            self._raw_id = self._raw_ref = None
 
     def _replay(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
         replay = self._replay_steps.get(id(node))
         if replay is None:
             replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
+        self._add_replay(manager, replay, start)
+
+    def _add_replay(self, manager: Any, replay: tuple, start: Optional[float]) -> None:
         key, cg_id, label, parent, reason = replay
         self._replays[cg_id] += 1
         if self._notes:
@@ -280,8 +295,8 @@ class TorchObserver:
         key = decision_key("generation", None, None, None, invalidated, None) if invalidated else _GENERATION
         self._add(key, manager, partial(_generation_step, old, self.generation, invalidated, cloned), None)
 
-    def _path_end(self, manager: Any, before: Any) -> None:
-        self.step("path_end", f"all outputs of the path ending at node {self.node_id(before)} "
+    def _path_end(self, manager: Any, before: Optional[int]) -> None:
+        self.step("path_end", f"all outputs of the path ending at node {before} "
                   "are dead; the next call starts from the roots", manager)
 
     # -- decisions off the loop --------------------------------------------------------------------
@@ -556,5 +571,5 @@ class TorchObserver:
             before = sorted({name for key, name in self._functions.items() if key not in self._added})
             if before:
                 self.trace.meta["compiled_before_observing"] = before
-        self._raw_manager = None
+        self._raw_id = self._raw_ref = None
         self.log.flush()
