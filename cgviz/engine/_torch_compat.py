@@ -81,6 +81,12 @@ weak_ref_expired = torch.UntypedStorage._expired
 free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
+# Generation cloning (torch 2.14+'s cudagraph_trees_generation_cloning) moves a storage onto new
+# memory in place: a strong storage from a weak pointer, and a swap of two storages' memory.
+storage_from_weak_ref = getattr(torch.UntypedStorage, "_new_with_weak_ptr", None)
+swap_storage_memory = getattr(torch.UntypedStorage, "_swap_data_ptr_", None)
+
+
 def make_subclass(cls: type, t: Any) -> Any:
     """A tensor of class `cls` on t's storage that is not a view of t (so t can be let go)."""
     return torch.Tensor._make_subclass(cls, t, False)

@@ -107,6 +107,14 @@ class Backend(Protocol):
 
     def segments(self) -> list[RawSegment]: ...
 
+    def check_cloning(self) -> None:
+        """Raise if this backend cannot clone outputs out of the pool (generation cloning)."""
+
+    def clone_out(self, ref: OutputRef) -> int:
+        """Copy a live output's storage out of the pool and move the user's tensors onto the
+        copy, so they keep their values while the pool is reused; the tree stops tracking it
+        (`ref.alive()` is False from then on). Returns the bytes copied."""
+
     def timer(self) -> Any:
         """Times runs for the profile: ``start() -> token``, ``stop(token) -> handle``,
         ``read(handle, wait) -> µs or None`` (None: not done yet), and a ``clock`` name."""

@@ -64,18 +64,19 @@ class CudaRef:
     Holds a weak reference to the storage, as StorageWeakRef does, without its wrapper.
     """
 
-    __slots__ = ("cdata", "tensors", "invalidated")
+    __slots__ = ("cdata", "tensors", "invalidated", "cloned")
 
     def __init__(self, storage: torch.UntypedStorage, tensors) -> None:
         self.cdata = compat.storage_weak_ref(storage)
         self.tensors = None if compat.STORAGE_ERROR_TAKES_STORAGE else [weakref.ref(t) for t in tensors]
         self.invalidated = False
+        self.cloned = False  # copied out of the pool at a new generation: no longer the tree's
 
     def __del__(self) -> None:
         compat.free_weak_ref(self.cdata)
 
     def alive(self) -> bool:
-        return not compat.weak_ref_expired(self.cdata)
+        return not self.cloned and not compat.weak_ref_expired(self.cdata)
 
     def invalidate(self, message: str) -> None:
         if self.alive() and not self.invalidated:  # once: a marked storage raises on every access
@@ -106,11 +107,12 @@ class CachedOutput:
     holding them.
     """
 
-    __slots__ = ("cdata", "tensors", "unheld", "invalidated", "__weakref__")
+    __slots__ = ("cdata", "tensors", "unheld", "invalidated", "cloned", "__weakref__")
 
     def __init__(self, tensors: list) -> None:
         self.tensors: Optional[list] = tensors
         self.invalidated = False
+        self.cloned = False  # copied out of the pool at a new generation: no longer the tree's
         self.cdata = compat.storage_weak_ref(tensors[0].untyped_storage())
         self.unheld = self._storage_counts()
 
@@ -122,6 +124,8 @@ class CachedOutput:
         return compat.storage_use_count(self.cdata), sys.getrefcount(self.tensors[0].untyped_storage())
 
     def alive(self) -> bool:
+        if self.cloned:
+            return False
         tensors = self.tensors
         if tensors is None:
             return not compat.weak_ref_expired(self.cdata)
@@ -436,6 +440,30 @@ class CudaBackend:
         for cached in self._caches:
             cached.drop()
         self._caches.clear()
+
+    def check_cloning(self) -> None:
+        if compat.storage_from_weak_ref is None or compat.swap_storage_memory is None:
+            raise RuntimeError(
+                f"generation cloning on a cuda tree needs torch.UntypedStorage._new_with_weak_ptr and "
+                f"_swap_data_ptr_, which torch {torch.__version__} lacks; use device='sim'"
+            )
+
+    def clone_out(self, ref: Any) -> int:
+        """As torch 2.14+'s _clone_live_user_visible_storages: the storage's bytes are copied to
+        new memory outside the pool and the storage is swapped onto it, so every tensor on it
+        keeps its values; the pool memory goes with the replacement storage object (back to the
+        pool when it is allocator memory, nowhere when it is a replay's view of graph memory)."""
+        if isinstance(ref, CachedOutput):
+            ref.drop()  # its tensors are the user's now, on the copy
+        storage = compat.storage_from_weak_ref(ref.cdata)
+        nbytes = storage.nbytes()
+        with torch.cuda.device(self.device):
+            replacement = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+            source = torch.empty(0, dtype=torch.uint8, device=self.device).set_(storage, 0, (nbytes,), (1,))
+            replacement.copy_(source)
+            compat.swap_storage_memory(storage, replacement.untyped_storage())
+        ref.cloned = True
+        return nbytes
 
     def _describe(self, leaves: list, inputs: Sequence[Any], new_storages: set[int]):
         """LeafInfo per tensor leaf, and (kind, group or input index) per leaf for replays.

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.engine.backend import LeafInfo
+from cgviz.engine.rules import DEAD, MANAGED, STATIC
 
 if TYPE_CHECKING:
     from cgviz.engine.function import Variant
@@ -17,12 +18,12 @@ def hexaddr(address: Optional[int]) -> str:
 
 @dataclass
 class Mismatch:
-    """Why a recorded graph cannot replay. `counts`: the mismatch counts towards the re-record
-    limit (a moved output of the path does; a moved static input does not, as in torch: its
-    parameters may be replaced, and each new address is recorded again)."""
+    """Why a recorded graph cannot replay. `kind` names the failed check as torch's
+    CheckInvariantStatus does (rules.MANAGED, rules.DEAD, rules.STATIC); whether recording
+    again for it counts toward the re-record limit depends on the torch release (rules.py)."""
 
     reason: str
-    counts: bool
+    kind: str
 
 
 @dataclass
@@ -92,20 +93,21 @@ class Node:
         return [i for i in range(len(self.leaves)) if self.output_alive(i)]
 
     def check_invariants(self, args: tuple, address) -> Optional[Mismatch]:
-        """None if this graph can replay with `args` now, else why not."""
-        for idx, recorded in self.static_addresses.items():
-            now = address(args[idx])
-            if now != recorded:
-                return Mismatch(f"static input {idx} moved from {hexaddr(recorded)} to {hexaddr(now)}", False)
+        """None if this graph can replay with `args` now, else why not (the first failed check,
+        in the order of torch's CUDAGraphNode.check_invariants)."""
         for idx, (recorded, node_id, out) in self.managed_addresses.items():
             now = address(args[idx])
             if now != recorded:
                 return Mismatch(
                     f"input {idx} was output {out} of node {node_id} at {hexaddr(recorded)} "
                     f"when recorded, now it is at {hexaddr(now)}",
-                    True,
+                    MANAGED,
                 )
         for node, out in self.dead_before:
             if node.output_alive(out):
-                return Mismatch(f"output {out} of node {node.id} was dead at recording and is live now", False)
+                return Mismatch(f"output {out} of node {node.id} was dead at recording and is live now", DEAD)
+        for idx, recorded in self.static_addresses.items():
+            now = address(args[idx])
+            if now != recorded:
+                return Mismatch(f"static input {idx} moved from {hexaddr(recorded)} to {hexaddr(now)}", STATIC)
         return None

@@ -29,16 +29,17 @@ from cgviz.engine.watch import CaptureBroken, RunWatcher, rebase
 class SimRef:
     """Liveness of one output storage, and the guard that invalidates its tensors."""
 
-    __slots__ = ("guard", "_weak", "_sid")
+    __slots__ = ("guard", "_weak", "_sid", "cloned")
 
     def __init__(self, guard: Guard, storage: torch.UntypedStorage, kept_by_graph: bool) -> None:
         self.guard = guard
+        self.cloned = False  # copied out of the pool at a new generation: no longer the tree's
         # a graph keeps its static storage, so liveness is "referenced by more than the graph"
         self._sid = storage_id(storage) if kept_by_graph else None
         self._weak = None if kept_by_graph else StorageWeakRef(storage)
 
     def alive(self) -> bool:
-        if self.guard.error is not None:
+        if self.guard.error is not None or self.cloned:
             return False
         if self._sid is not None:
             return storage_use_count(self._sid) > 1
@@ -156,6 +157,33 @@ class SimBackend:
             )
             for s in self.pool.segments()
         ]
+
+    # -- generation cloning ------------------------------------------------------------------
+    def check_cloning(self) -> None:
+        return None
+
+    def clone_out(self, ref: "SimRef") -> int:
+        """Each storage the output's tensors are on is copied out of the pool; the tensors move
+        onto the copy under a new guard (the old one may still be invalidated with its run)."""
+        tensors = list(ref.guard.tensors)
+        ref.guard.tensors.clear()
+        copies: dict[int, torch.UntypedStorage] = {}
+        guard = Guard()
+        nbytes = 0
+        with torch._C.DisableTorchFunctionSubclass(), torch.no_grad():
+            for t in tensors:
+                st = t.untyped_storage()
+                copy = copies.get(st.data_ptr())
+                if copy is None:
+                    copy = copies[st.data_ptr()] = torch.UntypedStorage(st.nbytes())
+                    copy.copy_(st)
+                    nbytes += st.nbytes()
+                t.set_(copy, t.storage_offset(), t.size(), t.stride())
+                t._cgviz_guard = guard
+                guard.tensors.add(t)
+        ref.cloned = True
+        self.collect()
+        return nbytes
 
     # -- running -----------------------------------------------------------------------------
     def _watcher(self, inputs: Sequence[Any], capturing: bool) -> RunWatcher:

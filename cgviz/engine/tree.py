@@ -39,6 +39,7 @@ from cgviz.engine.function import (
 )
 from cgviz.engine.node import Node
 from cgviz.engine.profile import Profiler, value_summary
+from cgviz.engine import rules as R
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
 from cgviz.trace.model import safe_text
@@ -53,11 +54,21 @@ class Tree:
 
     - device: "auto" (cuda when available, else sim), "sim", "cuda" or "cuda:N".
     - trace: None (record nothing), "events" (steps) or "full" (steps and a snapshot after each).
-    - rerecord_limit: re-recordings of a function under one node because an input that was an
-      output of the path moved, before it runs eagerly there (torch's
-      cudagraph_unexpected_rerecord_limit, 128 by default). A moved static input is recorded
-      again without limit, as in torch.
-    - shape_limit: distinct input signatures of one function that get graphs; more run eagerly.
+    - rules: decide as this torch release does ("2.11" … "2.15", see engine/rules.py); None:
+      the installed torch's. The torch options below are set on top of it; None leaves each
+      as the release has it, and one the release lacks raises ValueError.
+    - rerecord_limit: torch's cudagraph_unexpected_rerecord_limit (128): re-recordings of a
+      function under one node before it runs eagerly there. Which re-recordings count, and
+      whether the limit applies at all, depend on the release (none in 2.12).
+    - shape_limit: distinct input signatures of one function that get graphs; more run eagerly
+      (cgviz's own limit, for every release).
+    - generation_cloning: "user_visible" (torch 2.14+'s cudagraph_trees_generation_cloning):
+      mark_step() clones the live outputs of the path out of the pool (those of backward
+      functions excepted) instead of invalidating them.
+    - managed_input_rerecord_limit, managed_input_action: torch 2.15's
+      cudagraph_managed_input_rerecord_limit (5) and _action ("copy" or "skip").
+    - dynamic_shape_rerecord_limit: torch 2.15's cudagraph_dynamic_shape_rerecord_limit
+      (None: no limit): past that many input signatures of a function, new ones run eagerly.
     - profile: time each replay and eager run (CUDA events on cuda, read without a sync per
       call) and keep each graph's kernels, in ``trace.meta["profile"]``; default: on at
       trace="full".
@@ -76,8 +87,13 @@ class Tree:
         device: str = "auto",
         *,
         trace: Optional[str] = "full",
-        rerecord_limit: int = 128,
+        rules: Any = None,
+        rerecord_limit: Optional[int] = None,
         shape_limit: int = 8,
+        generation_cloning: Optional[str] = None,
+        managed_input_rerecord_limit: Optional[int] = None,
+        managed_input_action: Optional[str] = None,
+        dynamic_shape_rerecord_limit: Optional[int] = None,
         name: Optional[str] = None,
         profile: Optional[bool] = None,
         values: bool = False,
@@ -89,16 +105,21 @@ class Tree:
                 raise TypeError(f"{arg} must be True or False, not {type(value).__name__} ({value!r})")
         if values and trace != "full":
             raise ValueError(f"values=True keeps output values in snapshots: it needs trace='full', not {trace!r}")
-        for arg, value in (("rerecord_limit", rerecord_limit), ("shape_limit", shape_limit)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{arg} must be an int, not {type(value).__name__} ({value!r})")
-            if value < 0:
-                raise ValueError(f"{arg} must be a non-negative int, not {value!r}")
+        if not isinstance(shape_limit, int) or isinstance(shape_limit, bool):
+            raise TypeError(f"shape_limit must be an int, not {type(shape_limit).__name__} ({shape_limit!r})")
+        if shape_limit < 0:
+            raise ValueError(f"shape_limit must be a non-negative int, not {shape_limit!r}")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a string or None, not {type(name).__name__}")
+        self.rules = R.configure(
+            rules, rerecord_limit=rerecord_limit, generation_cloning=generation_cloning,
+            managed_input_rerecord_limit=managed_input_rerecord_limit, managed_input_action=managed_input_action,
+            dynamic_shape_rerecord_limit=dynamic_shape_rerecord_limit,
+        )
         self.backend = make_backend(device)
+        if self.rules.generation_cloning is not None:
+            self.backend.check_cloning()
         self.name = name
-        self.rerecord_limit = rerecord_limit
         self.shape_limit = shape_limit
         self.functions: dict[str, TreeFunction] = {}
         self.nodes: list[Node] = []  # every node since the last reset(), warmup nodes included
@@ -109,7 +130,15 @@ class Tree:
         self.generation = 1
         self.pending_backward = 0
         self._variants: list[Variant] = []
-        self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records for moved path outputs
+        self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records counted there
+        # torch 2.15, per (parent id, variant id): moves counted per input, inputs copied from now on,
+        # and why the place runs eagerly (action "skip")
+        self._managed_moves: dict[tuple[Optional[int], int], dict[int, int]] = {}
+        self._demoted: dict[tuple[Optional[int], int], frozenset[int]] = {}
+        self._skips: dict[tuple[Optional[int], int], str] = {}
+        self._warming: Optional[Variant] = None  # the variant warming up now (mark_warmup_incomplete)
+        self._warmup_incomplete = False
+        self._rewarm: set[int] = set()  # variants whose last warmup asked for another
         # (node id, variant id) -> why a function that mutates inputs runs eagerly there, or None
         self._mutation_hints: dict[tuple[Optional[int], int], Optional[str]] = {}
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
@@ -117,6 +146,7 @@ class Tree:
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
+        self._recorder.meta["rules"] = self.rules.release
         if profile is None:
             profile = trace == "full"
         self._profiler = Profiler(self.backend.timer()) if profile else None
@@ -132,6 +162,11 @@ class Tree:
         if self._profiler is not None and self._profiler.dirty:
             self._recorder.meta["profile"] = self._profiler.table()
         return self._recorder.trace
+
+    @property
+    def rerecord_limit(self) -> Optional[int]:
+        """The re-record limit in force now under the tree's rules (None: no limit)."""
+        return R.limit_in_force(self.rules, R.torch_inlines_nn_modules())
 
     @property
     def trace_level(self) -> Optional[str]:
@@ -186,19 +221,30 @@ class Tree:
         start = time.perf_counter()
         old = self.generation
         self.generation += 1
-        invalidated = self._invalidate_path(old) if self.current is not None else []
+        cloned: list[tuple[int, int, int]] = []
+        invalidated = self._invalidate_path(old, cloned) if self.current is not None else []
         pending = self.pending_backward
         self.pending_backward = 0
         self._end_path()
         reason = f"mark_step(): generation {old} ends, generation {self.generation} begins"
+        if self.rules.generation_cloning is not None:
+            reason += R.cloning_note(self.rules, cloned, invalidated)
         if invalidated:
             names = ", ".join(f"output {o} of node {n}" for n, o in invalidated)
             reason += f"; still-live {names} invalidated (clone outputs you keep across steps)"
-        else:
+        elif not cloned:
             reason += "; nothing live was invalidated"
         if pending:
             reason += f"; {pending} forward(s) still had a pending backward, whose saved outputs are now invalid"
         self._recorder.step("generation", reason, start=start, invalidated=[[n, o] for n, o in invalidated])
+
+    def mark_warmup_incomplete(self) -> None:
+        """Called from inside a function of this tree while it warms up: its next call warms up
+        again (torch 2.14+'s mark_warmup_incomplete()); elsewhere it does nothing, as torch's."""
+        if not self.rules.warmup_incomplete_available:
+            raise RuntimeError(R.warmup_incomplete_error(self.rules))
+        if self._warming is not None and self._running_on == get_ident():
+            self._warmup_incomplete = True
 
     def reset(self) -> None:
         """Forget every node and graph (outputs handed out stay valid); the trace is kept,
@@ -214,6 +260,10 @@ class Tree:
         self.roots.clear()
         self._rerecords.clear()
         self._mutation_hints.clear()
+        self._managed_moves.clear()
+        self._demoted.clear()
+        self._skips.clear()
+        self._rewarm.clear()
         for v in self._variants:
             v.warmed_up = v.limited = False
             v.refresh()
@@ -302,11 +352,10 @@ class Tree:
         why = first_unsupported(args, {}, self.backend.unsupported_input, check_grad=False)
         if why is not None:
             variant.eager_reason = f"{fn.name} runs eagerly: {why}"
-        elif fn.graphed_signatures >= self.shape_limit:
-            variant.eager_reason = (
-                f"{fn.name} runs eagerly: {fn.graphed_signatures} input signatures already have graphs "
-                f"(shape_limit={self.shape_limit}); {variant.signature} is one more"
-            )
+        elif (why := R.signature_limit_reason(
+            self.rules, fn.name, fn.graphed_signatures, self.shape_limit, variant.signature
+        )) is not None:
+            variant.eager_reason = why
         else:
             fn.graphed_signatures += 1
         fn.variants[key] = variant
@@ -333,14 +382,14 @@ class Tree:
 
         siblings = self.roots if self.current is None else self.current.children
         mismatches = []
-        counted = False
+        kinds = []
         if self.state != "recording":
             for child in siblings.get(variant.id, ()):
                 mismatch = child.check_invariants(args, self.backend.address)
                 if mismatch is None:
                     return self._execute(child, args, start)
                 mismatches.append(f"node {child.id} can't replay: {mismatch.reason}")
-                counted = counted or mismatch.counts
+                kinds.append(mismatch.kind)
             if self.current is not None and variant.id in self.roots:
                 if self._try_end_path(start):
                     return self._run(variant, args, start)
@@ -348,13 +397,19 @@ class Tree:
                 why = self._mutation_hint(variant, args, refresh=True)
                 if why is not None:
                     return self._eager(variant.function, variant, args, {}, why, start)
-            parent_id = None if self.current is None else self.current.id
-            if counted:
-                self._rerecords[parent_id, variant.id] += 1
-                if self._rerecords[parent_id, variant.id] > self.rerecord_limit:
-                    variant.limited = True
-                    variant.refresh()
-                    return self._eager(variant.function, variant, args, {}, self._limit_reason(variant, mismatches[-1]), start)
+            place = (None if self.current is None else self.current.id, variant.id)
+            skip = self._count_managed_moves(place, variant, args, siblings.get(variant.id), mismatches)
+            counts, limit = R.counted(self.rules, kinds), self.rerecord_limit
+            if counts:
+                self._rerecords[place] += 1
+            if skip is not None or (counts and R.exceeded(self._rerecords[place], limit)):
+                variant.limited = True
+                variant.refresh()
+                why = skip or self._limit_reason(variant, mismatches[-1])
+                return self._eager(variant.function, variant, args, {}, why, start)
+            if kinds:
+                where = "as a root" if place[0] is None else f"under node {place[0]}"
+                mismatches.append(R.rerecord_note(self.rules, kinds, self._rerecords[place], limit, where))
             self._try_end_path(start)
             if self.current is not None and self.state == "execution":
                 self._restore_checkpoint()
@@ -364,8 +419,11 @@ class Tree:
         """Why `variant` runs eagerly at the current place of the tree, or None (torch decides
         this per node and function, before warming up or replaying)."""
         place = None if self.current is None else self.current.id
-        if variant.limited and self._rerecords[place, variant.id] > self.rerecord_limit:
-            return self._limit_reason(variant, "the limit was reached here before")
+        if variant.limited:
+            if (place, variant.id) in self._skips:
+                return self._skips[place, variant.id]
+            if R.exceeded(self._rerecords[place, variant.id], self.rerecord_limit):
+                return self._limit_reason(variant, "the limit was reached here before")
         if variant.mutated:
             return self._mutation_hint(variant, args, refresh=False)
         return None
@@ -396,10 +454,34 @@ class Tree:
     def _limit_reason(self, variant: Variant, mismatch: str) -> str:
         place = None if self.current is None else self.current.id
         where = "as a root" if place is None else f"under node {place}"
-        return (
-            f"{variant.label} runs eagerly {where}: re-recorded {self.rerecord_limit} times there because "
-            f"inputs that were outputs of the path keep moving (rerecord_limit={self.rerecord_limit}); {mismatch}"
+        return R.limit_reason(self.rules, variant.label, where, self.rerecord_limit, mismatch)
+
+    def _count_managed_moves(self, place, variant: Variant, args: tuple, children, notes: list[str]) -> Optional[str]:
+        """torch 2.15: count the inputs that were outputs of the path when the latest graph here
+        was recorded and have moved since; note the count (or a demotion to copying) in `notes`
+        and return why the place runs eagerly from now on (action "skip"), or None."""
+        if self.rules.managed_input_rerecord_limit is None or not children:
+            return None
+        latest = children[-1]  # as torch: older graphs must not keep charging inputs that settled
+        returned = {leaf.alias_of for leaf in latest.leaves}
+        owners = {
+            i: f"output {out} of node {node_id}"
+            for i, (recorded, node_id, out) in latest.managed_addresses.items()
+            if self.backend.address(args[i]) != recorded
+            and R.copyable(bool(variant.mutated), i in variant.function.static, f"input {i}" in returned)
+        }
+        if not owners:
+            return None
+        moves = R.count_managed_moves(
+            self.rules, self._managed_moves.get(place, {}), self._demoted.get(place, ()), owners
         )
+        self._managed_moves[place], self._demoted[place] = dict(moves.counts), moves.demoted
+        where = f"under node {place[0]}"
+        if moves.reached:
+            self._skips[place] = R.managed_skip_reason(self.rules, variant.label, moves, owners, where)
+            return self._skips[place]
+        notes.append(R.managed_note(self.rules, moves, owners, owners, where))
+        return None
 
     def _try_end_path(self, start: float) -> bool:
         """End the current path if all its outputs are dead."""
@@ -423,10 +505,17 @@ class Tree:
         self.state = "none"
         self._restored_at = None
 
-    def _invalidate_path(self, old_generation: int) -> list[tuple[int, int]]:
+    def _invalidate_path(self, old_generation: int, cloned: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """Invalidate the live outputs of the path, or, with generation cloning (torch 2.14+),
+        clone them out of the pool (those of backward functions excepted) into `cloned`."""
         invalidated = []
+        cloning = self.rules.generation_cloning is not None
         for node in self.current.path:
             for i in node.live_outputs():
+                if cloning and node.variant.function.mode != "backward":
+                    if node.leaves[i].alias_of is None:  # an alias moves with the output it aliases
+                        cloned.append((node.id, i, self.backend.clone_out(node.leaves[i].ref)))
+                    continue
                 invalidated.append((node.id, i))
                 node.invalid.add(i)
                 if node.leaves[i].alias_of is not None:
@@ -473,16 +562,29 @@ class Tree:
         fn = variant.function
         prof = self._profiler
         token = prof.start() if prof is not None else None
-        result = self.backend.warmup(fn.fn, args)
+        self._warming, self._warmup_incomplete = variant, False
+        try:
+            result = self.backend.warmup(fn.fn, args)
+        finally:
+            self._warming = None
         if prof is not None:
             prof.ran_eagerly(variant.id, token, first=not variant.warmed_up)
         node = self._add_node("warmup", variant, result.leaves)
         self._keep_values(node, result.outputs)
-        if not variant.warmed_up:
+        if variant.id in self._rewarm:
+            reason = f"{variant.described} asked for another warmup (mark_warmup_incomplete()): run eagerly again"
+        elif not variant.warmed_up:
             reason = f"first call of {variant.described}: run eagerly so lazy initialisation happens outside capture"
         else:
             reason = f"the path is warming up (node {node.parent.id}): calls on it warm up until the path ends"
-        variant.warmed_up = True
+        variant.warmed_up = not self._warmup_incomplete
+        self._rewarm.discard(variant.id)
+        if self._warmup_incomplete:
+            self._rewarm.add(variant.id)
+            reason += (
+                f"; it called mark_warmup_incomplete() ({R.span(self.rules, 'warmup_incomplete_available')}), "
+                "so its next call warms up again"
+            )
         if result.capture_blocker is not None:
             variant.eager_reason = f"{variant.label} runs eagerly: {result.capture_blocker}"
             reason += f"; later calls run eagerly because {result.capture_blocker}"
@@ -505,6 +607,9 @@ class Tree:
         fn = variant.function
         parent = self.current
         managed = self._managed_inputs(args)
+        demoted = self._demoted.get((None if parent is None else parent.id, variant.id))
+        if demoted:  # torch 2.15, action "copy": copied like any other input, its address unchecked
+            managed = {i: m for i, m in managed.items() if i not in demoted}
         copy = tuple(i for i in range(len(args)) if i not in fn.static and i not in managed)
         live_before = self._path_liveness()
         try:

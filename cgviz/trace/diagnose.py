@@ -354,7 +354,9 @@ def _rerecords(steps: list[Step]) -> list[Finding]:
             "warning", "rerecord", f"{function} was recorded {len(recs)} times {where}: {causes}",
             [s.index for s in recs], {"function": function, "parent": parent, "records": len(recs),
                                        "causes": dict(why)},
-            fix_for(again[-1].reason) or _CAUSE_FIX.get(why.most_common(1)[0][0], ""),
+            # the cause's own fix first: record reasons also name the re-record options
+            # (cudagraph_unexpected_rerecord_limit), whose fix is the general one
+            _CAUSE_FIX.get(why.most_common(1)[0][0]) or fix_for(again[-1].reason),
         ))
     return out
 
