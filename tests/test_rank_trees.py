@@ -67,3 +67,24 @@ def test_a_single_rank_trace_draws_one_tree_as_before() -> None:
     data = page_data(trace, renderer="builtin")
     assert "tree" in data  # node states, as for any trace of one tree
     assert all(">rank " not in line for line in data["lines"])
+
+
+def test_many_ranks_cost_in_proportion_to_the_steps_not_steps_times_ranks(monkeypatch) -> None:
+    """A step changes one rank's tree: the other ranks' drawings are reused, so a merged trace of
+    many ranks draws about one tree per step (it drew every rank's tree at every step)."""
+    import cgviz.views.tree as tree_module
+
+    ranks = 24
+    traces = [_rank_trace(r, [4, 4, 4]) for r in range(ranks)]
+    for t in traces:
+        t.meta["world_size"] = ranks
+    trace = merge(traces)
+    drawn = []
+    real = tree_module.tree_svg
+    monkeypatch.setattr(tree_module, "tree_svg", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    data = page_data(trace, renderer="builtin")
+    steps = len(trace.steps)
+    assert steps >= 2 * ranks
+    assert len(drawn) <= 3 * steps, f"{len(drawn)} tree drawings for {steps} steps of {ranks} ranks"
+    last = _drawing(data, steps - 1)
+    assert all(f">rank {r} · " in last for r in range(ranks))  # every rank still shown at the end

@@ -109,6 +109,7 @@ class PageData:
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self._windows: Any = None  # a widget's trees as drawings and node states (`tree_windows`)
         self._ranks = _rank_trees(trace)  # a trace of several trees: a drawing per rank or device (`rank_trees`)
+        self._rank_parts: dict = {}  # each tree's drawing among them, by what it shows (`ranks_tree_svg`)
         self.renderer = self._choose(renderer)
 
     # -- the head ---------------------------------------------------------------------------------
@@ -234,7 +235,8 @@ class PageData:
 
         ranks = self._ranks
         return self._cached_key(("ranks",) + ranks.key(i), lambda: self.trees.add(
-            ranks_tree_svg(ranks.at(i), tree_of(self.trace.steps[i]), renderer=self.renderer)))
+            ranks_tree_svg(ranks.at(i), tree_of(self.trace.steps[i]), renderer=self.renderer,
+                           drawn=self._rank_parts)))
 
     def _cached(self, key: tuple, keep: Any, make: Any) -> int:
         i = self._by_id.get(key)

@@ -61,20 +61,19 @@ class RankTrees:
 
 
 def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]], own: TreeKey,
-                   renderer: str = "auto") -> str:
+                   renderer: str = "auto", drawn: Optional[dict] = None) -> str:
     """One SVG holding each tree (`trees`: as `RankTrees.at` gives them), `own` first and
-    clickable, the others after it in rank and device order, each labelled."""
-    from cgviz.views.tree import tree_svg
+    clickable, the others after it in rank and device order, each labelled.
 
+    `drawn` (a dict kept across the steps of one trace) keeps each tree's drawing by what it
+    shows: a step changes one tree, so the others are drawn once, not once per step (a trace of
+    many ranks costs in proportion to its steps, not to steps times ranks)."""
     order = ([own] if own in trees else []) + [r for r in in_tree_order(trees) if r != own]
     mine = "rank" if own[1] is None else "device" if own[0] is None else "tree"
     parts, x, height = [], 0.0, 0.0
     for r in order:
         snap, step, last = trees[r]
-        svg = strip_prolog(tree_svg(snap, step, renderer=renderer, legend=r == order[0]))
-        if r != own:
-            svg = namespace_ids(svg, tree_id_prefix(r))
-        w, h = _size(svg)
+        svg, (w, h) = _tree_part(r, snap, step, r == own, r == order[0], renderer, drawn)
         label = tree_name(r) + (f" · this step's {mine}" if r == own else f" · after step {last + 1}")
         weight = ' font-weight="bold"' if r == own else ""
         parts.append(f'<text x="{x + 4:.1f}" y="15" font-size="12"{weight} fill="{STYLE["edge_label"]}">{label}</text>')
@@ -88,6 +87,27 @@ def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.1f}" height="{total:.1f}" '
             f'viewBox="0 0 {width:.1f} {total:.1f}" font-family="{STYLE["font"]}" class="cgviz-rank-trees">\n'
             + "\n".join(parts) + "\n</svg>")
+
+
+def _tree_part(r: TreeKey, snap: "Snapshot", step: Optional["Step"], own: bool, legend: bool, renderer: str,
+               drawn: Optional[dict]) -> tuple[str, tuple[float, float]]:
+    """One tree's drawing in the picture (its ids prefixed unless it is the step's own) and size."""
+    key = None
+    if drawn is not None:
+        shown = None if step is None else (step.kind, step.node, tuple(sorted({p[0] for p in step.invalidated})))
+        key = (r, id(snap), shown, own, legend, renderer)
+        found = drawn.get(key)
+        if found is not None and found[0] is snap:
+            return found[1], found[2]
+    from cgviz.views.tree import tree_svg
+
+    svg = strip_prolog(tree_svg(snap, step, renderer=renderer, legend=legend))
+    if not own:
+        svg = namespace_ids(svg, tree_id_prefix(r))
+    size = _size(svg)
+    if key is not None:
+        drawn[key] = (snap, svg, size)  # the snapshot kept with it: its id() is not reused meanwhile
+    return svg, size
 
 
 def _size(svg: str) -> tuple[float, float]:
