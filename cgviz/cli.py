@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -22,12 +23,45 @@ def _is_html(path: str) -> bool:
     return path.lower().endswith(HTML_SUFFIXES)
 
 
+# What a terminal obeys instead of showing: C0 controls but newline and tab (ESC starts sequences
+# that retitle, clear or rewrite a terminal; CR and BS overwrite what was printed), DEL, C1
+# controls (0x9b is CSI on its own), the line and paragraph separators, and the bidirectional
+# controls that reorder what is shown (U+202A-202E, U+2066-2069, and the marks U+200E, U+200F, U+061C);
+# and lone surrogates (a file name of bytes that are not UTF-8), which could not be printed at all.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+_NAMED = {"\r": "\\r"}
+
+
+def _escaped(found: "re.Match[str]") -> str:
+    c = found.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def terminal_text(text: str) -> str:
+    """`text` as a terminal may be given it: each character a terminal would obey rather than show
+    (see `_UNSAFE`) written as its escape (ESC as `\\x1b`, U+202E as `\\u202e`), newlines and tabs
+    kept as layout. Every line the command prints goes through it, since a trace, its file name
+    and the messages about it come from whoever wrote the file."""
+    return _UNSAFE.sub(_escaped, text) if _UNSAFE.search(text) else text
+
+
+def _say(*parts: object, flush: bool = False) -> None:
+    """print() to stdout, through `terminal_text`."""
+    print(terminal_text(" ".join(map(str, parts))), flush=flush)
+
+
+def _complain(command: str, message: object) -> None:
+    """'cgviz COMMAND: message' on stderr, through `terminal_text`."""
+    print(terminal_text(f"cgviz {command}: {message}"), file=sys.stderr)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from cgviz.scenarios import SCENARIOS, run_scenario
     from cgviz.views.text import step_lines
 
     if args.scenario not in SCENARIOS:
-        print(f"cgviz demo: unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}", file=sys.stderr)
+        _complain("demo", f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
         return 2
     outputs = args.output or []
     html_paths = [p for p in outputs if _is_html(p)] or [DEMO_HTML]
@@ -38,26 +72,26 @@ def _demo(args: argparse.Namespace) -> int:
         try:
             check_save_target(path, "HTML" if _is_html(path) else "trace")
         except OSError as exc:
-            print(f"cgviz demo: {_os_message(exc, 'write', path)}", file=sys.stderr)
+            _complain("demo", _os_message(exc, "write", path))
             return 1
     scenario = SCENARIOS[args.scenario]
-    print(f"cgviz demo · {scenario.title} · backend {args.backend}", flush=True)
-    print(scenario.description)
+    _say(f"cgviz demo · {scenario.title} · backend {args.backend}", flush=True)
+    _say(scenario.description)
     run = run_scenario(args.scenario, device=args.backend)
     trace = run.trace
     if args.text:
-        print()
-        print("steps:")
-        print("\n".join(step_lines(trace.steps)))
-        print()
-        print(run.tree.explain())
+        _say()
+        _say("steps:")
+        _say("\n".join(step_lines(trace.steps)))
+        _say()
+        _say(run.tree.explain())
     else:
         counts = ", ".join(f"{n} {kind}" for kind, n in trace.counts().items() if n)
-        print(f"{len(trace.steps)} steps ({counts}) on {trace.meta.get('device', args.backend)}")
+        _say(f"{len(trace.steps)} steps ({counts}) on {trace.meta.get('device', args.backend)}")
     if run.mismatches:
-        print("results that differ from eager:", *run.mismatches, sep="\n  ", file=sys.stderr)
+        _complain("demo", "\n  ".join(["results that differ from eager:", *map(str, run.mismatches)]))
         return 1
-    print(f"\nall results equal eager ({trace.calls} decisions)")
+    _say(f"\nall results equal eager ({trace.calls} decisions)")
     from cgviz.views.html import to_html
 
     for path in trace_paths + html_paths:
@@ -71,12 +105,12 @@ def _demo(args: argparse.Namespace) -> int:
             else:
                 trace.save(path)
         except OSError as exc:
-            print(f"cgviz demo: {_os_message(exc, 'write', path)}", file=sys.stderr)
+            _complain("demo", _os_message(exc, "write", path))
             return 1
         if _is_html(path):
-            print(f"explorer written to {path} (open {Path(path).resolve().as_uri()} in a browser)")
+            _say(f"explorer written to {path} (open {Path(path).resolve().as_uri()} in a browser)")
         else:
-            print(f"trace saved to {path}")
+            _say(f"trace saved to {path}")
     return 0
 
 
@@ -92,19 +126,41 @@ def _load(command: str, path: str):
     try:
         return load_trace(path)
     except FileNotFoundError:
-        print(f"cgviz {command}: trace file not found: {path}", file=sys.stderr)
+        _complain(command, f"trace file not found: {path}")
     except TraceFormatError as exc:
-        print(f"cgviz {command}: {exc}", file=sys.stderr)
-    except OSError as exc:  # a directory, no permission, ...
-        print(f"cgviz {command}: {_os_message(exc, 'read', path)}", file=sys.stderr)
+        _complain(command, exc)
+    except OSError as exc:  # a directory, a FIFO, no permission, ...
+        _complain(command, _os_message(exc, "read", path))
     return None
 
 
+def _writable(command: str, out: str, what: str, inputs: Sequence[tuple[str, str]]) -> bool:
+    """Whether `out` may be written (as `what`), before any work: a path a save would refuse (a
+    FIFO, a directory, a read-only file, ...) or one naming an input of the command (`inputs`:
+    (path, 'the trace being rendered'), itself, through a symbolic link or as a hard link) is
+    refused with one line on stderr."""
+    from cgviz.trace.io import check_save_target
+
+    try:
+        check_save_target(out, what)
+        if os.path.exists(out):
+            for path, role in inputs:
+                if os.path.exists(path) and os.path.samefile(out, path):
+                    _complain(command, f"{out} is {role}; choose another output file")
+                    return False
+    except OSError as exc:
+        _complain(command, _os_message(exc, "write", out))
+        return False
+    return True
+
+
 def _render(args: argparse.Namespace) -> int:
+    out = args.output or _default_html_path(args.trace)
+    if not _writable("render", out, "HTML", [(args.trace, "the trace being rendered")]):
+        return 1
     trace = _load("render", args.trace)
     if trace is None:
         return 1
-    out = args.output or _default_html_path(args.trace)
     from cgviz.views.html import to_html
 
     bar = ProgressBar()
@@ -112,11 +168,11 @@ def _render(args: argparse.Namespace) -> int:
         to_html(trace, out, title=args.title, renderer=args.renderer, progress=bar)
     except OSError as exc:
         bar.close()
-        print(f"cgviz render: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        _complain("render", _os_message(exc, "write", out))
         return 1
     finally:
         bar.close()
-    print(f"{len(trace.steps)} steps from {args.trace} → {out} (open {Path(out).resolve().as_uri()} in a browser)")
+    _say(f"{len(trace.steps)} steps from {args.trace} → {out} (open {Path(out).resolve().as_uri()} in a browser)")
     return 0
 
 
@@ -130,9 +186,9 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(diagnosis.to_dict(), indent=2))
+        _say(json.dumps(diagnosis.to_dict(), indent=2))
     else:
-        print(diagnosis.text())
+        _say(diagnosis.text())
     return 0
 
 
@@ -140,50 +196,49 @@ EXPORT_FORMATS = ("perfetto", "chrome")  # one JSON file, which both open
 
 
 def _export(args: argparse.Namespace) -> int:
+    out = args.output or _default_export_path(args.trace)
+    inputs = [(args.trace, "the trace being exported")]
+    if args.merge is not None:
+        inputs.append((args.merge, "the profiler trace being merged into"))
+    if not _writable("export", out, "Chrome trace", inputs):  # before any work, as `cgviz demo` does
+        return 1
     trace = _load("export", args.trace)
     if trace is None:
         return 1
-    out = args.output or _default_export_path(args.trace)
-    from cgviz.trace.chrome_trace import ProfilerTraceError, load_profiler_trace, to_chrome_trace, write_chrome_trace
-    from cgviz.trace.io import check_save_target
+    from cgviz.trace.chrome_trace import ProfilerTraceError, read_profiler_trace, to_chrome_trace, write_chrome_trace
 
-    try:
-        check_save_target(out, "Chrome trace")  # before any work, as `cgviz demo` does
-        if os.path.exists(out) and os.path.samefile(out, args.trace):
-            print(f"cgviz export: {out} is the trace being exported; choose another output file", file=sys.stderr)
-            return 1
-    except OSError as exc:
-        print(f"cgviz export: {_os_message(exc, 'write', out)}", file=sys.stderr)
-        return 1
-    profiler = None
+    profiler, nulls = None, 0
     if args.merge is not None:
         try:
-            profiler = load_profiler_trace(args.merge)
+            profiler, nulls = read_profiler_trace(args.merge)
         except FileNotFoundError:
-            print(f"cgviz export: profiler trace not found: {args.merge}", file=sys.stderr)
+            _complain("export", f"profiler trace not found: {args.merge}")
             return 1
         except ProfilerTraceError as exc:
-            print(f"cgviz export: {exc}", file=sys.stderr)
+            _complain("export", exc)
             return 1
-        except OSError as exc:  # a directory, no permission, ...
-            print(f"cgviz export: {_os_message(exc, 'read', args.merge)}", file=sys.stderr)
+        except OSError as exc:  # a directory, a FIFO, no permission, ...
+            _complain("export", _os_message(exc, "read", args.merge))
             return 1
     try:
         data = to_chrome_trace(trace, profiler, folded=args.folded, max_slices=args.max_slices)
     except ValueError as exc:  # a trace without start times to merge
-        print(f"cgviz export: {args.trace}: {exc}", file=sys.stderr)
+        _complain("export", f"{args.trace}: {exc}")
         return 1
     try:
-        write_chrome_trace(data, out)
+        nulls += write_chrome_trace(data, out)
     except OSError as exc:
-        print(f"cgviz export: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        _complain("export", _os_message(exc, "write", out))
         return 1
     info = data["otherData"]["cgviz"] if profiler is not None else data["otherData"]
     if "warning" in info:
-        print(f"cgviz export: warning: {info['warning']}", file=sys.stderr)
+        _complain("export", f"warning: {info['warning']}")
+    if nulls:
+        _complain("export", f"note: {nulls:,} number{'s that were' if nulls != 1 else ' that was'} NaN or infinite "
+                            "(not JSON) written as null")
     merged = f", merged into {args.merge}" if profiler is not None else ""
-    print(f"{info['decisions_drawn']:,} decisions from {args.trace}{merged} → {out} "
-          "(open it in https://ui.perfetto.dev or chrome://tracing)")
+    _say(f"{info['decisions_drawn']:,} decisions from {args.trace}{merged} → {out} "
+         "(open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
 
 
@@ -191,7 +246,7 @@ def _merge(args: argparse.Namespace) -> int:
     """The traces of a multi-rank job's ranks as one trace, then where the ranks diverged."""
     import glob
 
-    from cgviz.trace.io import check_save_target, dumps, write_atomic
+    from cgviz.trace.io import dumps, write_atomic
     from cgviz.trace.ranks import MergeError, divergence, merge, rank_traces
 
     paths: list[str] = []
@@ -199,24 +254,18 @@ def _merge(args: argparse.Namespace) -> int:
         wild = any(c in pattern for c in "*?[") and not os.path.exists(pattern)
         matches = sorted(glob.glob(pattern)) if wild else [pattern]
         if not matches:
-            print(f"cgviz merge: no trace file matches {pattern}", file=sys.stderr)
+            _complain("merge", f"no trace file matches {pattern}")
             return 1
         paths += matches
     seen: dict[str, str] = {}
     for path in paths:
         if os.path.realpath(path) in seen:
-            print(f"cgviz merge: {path} is given twice (as {seen[os.path.realpath(path)]} too): give each rank's trace "
-                  "once", file=sys.stderr)
+            _complain("merge", f"{path} is given twice (as {seen[os.path.realpath(path)]} too): give each rank's "
+                               "trace once")
             return 1
         seen[os.path.realpath(path)] = path
     out = args.output
-    try:
-        check_save_target(out, "merged trace")  # before any work, as `cgviz export` does
-        if os.path.exists(out) and any(os.path.exists(p) and os.path.samefile(out, p) for p in paths):
-            print(f"cgviz merge: {out} is one of the traces being merged; choose another output file", file=sys.stderr)
-            return 1
-    except OSError as exc:
-        print(f"cgviz merge: {_os_message(exc, 'write', out)}", file=sys.stderr)
+    if not _writable("merge", out, "merged trace", [(p, "one of the traces being merged") for p in paths]):
         return 1
     traces = []
     for path in paths:
@@ -227,32 +276,47 @@ def _merge(args: argparse.Namespace) -> int:
     try:
         merged = merge(traces, names=paths)
     except MergeError as exc:
-        print(f"cgviz merge: {exc}", file=sys.stderr)
+        _complain("merge", exc)
         return 1
     text = dumps(merged)
     try:
         write_atomic(out, lambda fh: fh.write(text), "merged trace")
     except OSError as exc:
-        print(f"cgviz merge: {_os_message(exc, 'write', out)}", file=sys.stderr)
+        _complain("merge", _os_message(exc, "write", out))
         return 1
     ranks = list(rank_traces(merged))
     world = merged.meta.get("world_size")
     of = f" of world size {world}" if world else ""
-    print(f"ranks {', '.join(map(str, ranks))}{of}: {len(merged.steps):,} steps from {len(paths)} "
-          f"file{'s' if len(paths) != 1 else ''} → {out}")
-    missing = sorted(set(range(world)) - set(ranks)) if world else []
+    _say(f"ranks {', '.join(map(str, ranks))}{of}: {len(merged.steps):,} steps from {len(paths)} "
+         f"file{'s' if len(paths) != 1 else ''} → {out}")
+    missing = _missing_ranks(ranks, world) if world else ""
     if missing:
-        print(f"cgviz merge: note: no trace of rank{'s' if len(missing) > 1 else ''} "
-              f"{', '.join(map(str, missing))} among them", file=sys.stderr)
+        _complain("merge", f"note: no trace of {missing} among them")
     found = divergence(merged)
     if not found:
-        print("no divergence: every rank made the same decisions, call by call")
+        _say("no divergence: every rank made the same decisions, call by call")
     else:
-        print(f"where the ranks diverged ({len(found)} finding{'s' if len(found) != 1 else ''}; steps counted in the "
-              "merged trace):")
-        print("\n".join(f.text() for f in found))
-    print(f"(cgviz doctor {out} diagnoses it; cgviz render {out} shows it)")
+        _say(f"where the ranks diverged ({len(found)} finding{'s' if len(found) != 1 else ''}; steps counted in the "
+             "merged trace):")
+        _say("\n".join(f.text() for f in found))
+    _say(f"(cgviz doctor {out} diagnoses it; cgviz render {out} shows it)")
     return 0
+
+
+def _missing_ranks(ranks: Sequence[int], world: int, shown: int = 10) -> str:
+    """'rank 3', 'ranks 2, 3', or 'ranks 2, 3, ... 11 and 1,000 more': the ranks below `world` that
+    are not among `ranks` (each below `world`), the first `shown` named. Counted, not listed: a
+    world size is a number from a file, however large."""
+    have, first, r = set(ranks), [], 0
+    while len(first) < shown and r < world:
+        if r not in have:
+            first.append(r)
+        r += 1
+    more = world - len(have) - len(first)
+    if not first:
+        return ""
+    named = ", ".join(map(str, first)) + (f" and {more:,} more" if more else "")
+    return f"rank{'s' if len(first) > 1 else ''} {named}"
 
 
 def _default_export_path(trace_path: str) -> str:
@@ -291,20 +355,20 @@ def _info(args: argparse.Namespace) -> int:
     import cgviz
     from cgviz.engine import _torch_compat
 
-    print(f"cgviz {cgviz.__version__}")
-    print(f"python {platform.python_version()} · torch {torch.__version__}")
+    _say(f"cgviz {cgviz.__version__}")
+    _say(f"python {platform.python_version()} · torch {torch.__version__}")
     cuda = torch.cuda.is_available()
-    print("backends:")
-    print("  sim   available (CPU simulation)")
+    _say("backends:")
+    _say("  sim   available (CPU simulation)")
     if cuda:
         names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-        print(f"  cuda  available: {torch.cuda.device_count()} device(s): {names}")
+        _say(f"  cuda  available: {torch.cuda.device_count()} device(s): {names}")
     else:
         built = "without CUDA" if torch.version.cuda is None else f"with CUDA {torch.version.cuda}, but no device"
-        print(f"  cuda  unavailable (torch built {built})")
-    print("private torch functions used by the cuda backend:")
+        _say(f"  cuda  unavailable (torch built {built})")
+    _say("private torch functions used by the cuda backend:")
     for need, found in _torch_compat.FOUND.items():
-        print(f"  {need:<38} {found or 'missing'}")
+        _say(f"  {need:<38} {found or 'missing'}")
     return 0
 
 
@@ -317,15 +381,15 @@ def _trace_info(path: str) -> int:
     trace = _load("info", path)
     if trace is None:
         return 1
-    print(f"{path}: {trace_counts(trace)}")
+    _say(f"{path}: {trace_counts(trace)}")
     if is_merged(trace):
-        print(ranks_summary(trace.meta))
-        print("\n".join(rank_count_lines({rank: part.trace for rank, part in rank_traces(trace).items()})))
+        _say(ranks_summary(trace.meta))
+        _say("\n".join(rank_count_lines({rank: part.trace for rank, part in rank_traces(trace).items()})))
     devices = device_count_lines(trace)
     if devices:
         listed = trace.meta.get("devices")
-        print(devices_summary(listed) if isinstance(listed, list) else f"{len(devices)} devices")
-        print("\n".join(devices))
+        _say(devices_summary(listed) if isinstance(listed, list) else f"{len(devices)} devices")
+        _say("\n".join(devices))
     return 0
 
 
@@ -392,7 +456,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return args.run(args)
     except RuntimeError as exc:  # e.g. --backend cuda without CUDA
-        print(f"cgviz {args.command}: {exc}", file=sys.stderr)
+        _complain(args.command, exc)
         return 1
 
 

@@ -95,14 +95,16 @@ def parse_dot(source: str):
 
 
 def label_text(label: str) -> str:
-    """The visible text of an HTML-like label (tags dropped, entities decoded, rows on lines)."""
+    """The visible text of an HTML-like label (tags dropped, entities decoded, rows on lines,
+    backslashes undoubled: Graphviz reads `\\N`, `\\G`, ... in a label's text as names)."""
     import html
 
     if label.startswith("<") and label.endswith(">"):
         label = label[1:-1]
     text = re.sub(r"</TR>", "\n", label)
     text = re.sub(r"<[^<>]*>", " ", text)
-    return "\n".join(" ".join(html.unescape(line).split()) for line in text.splitlines()).strip()
+    text = "\n".join(" ".join(html.unescape(line).split()) for line in text.splitlines()).strip()
+    return text.replace("\\\\", "\\")
 
 
 def expected_edges(snap: Snapshot) -> set[tuple[int, int]]:
@@ -131,7 +133,8 @@ def test_dot_has_one_node_per_tree_node_and_exactly_the_tree_edges(traces):
             assert f"node {n.id} · {n.kind}" in text
             assert f"gen {n.generation} · {n.replays} replay" in text
         for (p, c), attrs in edges.items():
-            assert attrs["label"] == snap.node(c).function  # the function that branched
+            # the function that branched, as an HTML-like label: a name is text there, whatever it holds
+            assert attrs["label"].startswith("<") and label_text(attrs["label"]) == snap.node(c).function
             assert attrs["id"] == f"edge-{p}-{c}"
 
 
@@ -274,15 +277,17 @@ def test_empty_and_single_node_snapshots():
 
 
 def test_names_that_need_escaping():
-    names = ['<lambda>', 'say "hi"', "a & b", "back\\slash", "B'"]
+    names = ['<lambda>', 'say "hi"', "a & b", "back\\slash", "B'", "\\N \\G \\E"]
     nodes = [NodeView(i, f, "graph", None if i == 0 else 0, [] if i else [1, 2, 3, 4], 1, 0, [])
              for i, f in enumerate(names)]
+    nodes[0].children = list(range(1, len(names)))
     snap = Snapshot(nodes, None, [], "none", 1)
     dot_nodes, edges = parse_dot(to_dot(snap))
     for n in nodes:
         assert n.function in label_text(dot_nodes[f"n{n.id}"]["label"]).splitlines()
+    assert len(edges) == len(names) - 1
     for (p, c), attrs in edges.items():
-        assert attrs["label"] == names[c]
+        assert label_text(attrs["label"]) == names[c]
     for svg in [builtin_tree_svg(snap)] + ([tree_svg(snap, renderer="graphviz")] if HAS_DOT else []):
         texts = svg_texts(ET.fromstring(svg))
         for f in names:

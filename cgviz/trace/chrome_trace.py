@@ -31,13 +31,12 @@ This module reads JSON only; it imports no torch.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
 from typing import Any, NamedTuple, Optional, Union
 
-from cgviz.trace.io import with_safe_text, write_atomic
+from cgviz.trace.io import decompressed, read_file, with_safe_text, write_atomic
 from cgviz.trace.model import Snapshot, Step, Trace
 
 # Above this many decisions, folded blocks are not expanded (one slice per folded step).
@@ -54,20 +53,29 @@ class ProfilerTraceError(ValueError):
 
 # -- the profiler's file ------------------------------------------------------------------------
 def load_profiler_trace(path: Union[str, os.PathLike]) -> dict:
-    """Read a Chrome trace written by torch's profiler (plain or gzipped JSON)."""
+    """Read a Chrome trace written by torch's profiler (plain or gzipped JSON). NaN and Infinity,
+    which Python writes but JSON has not, are read as null (see `read_profiler_trace`)."""
+    return read_profiler_trace(path)[0]
+
+
+def read_profiler_trace(path: Union[str, os.PathLike]) -> tuple[dict, int]:
+    """The profiler trace at `path`, and how many of its numbers were NaN or Infinity, read as
+    null so that the merged file is JSON. Like a trace, a profiler trace must be a regular file
+    of at most `cgviz.trace.io.MAX_FILE_BYTES` (decompressed, for a gzipped one)."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = read_file(path, "profiler trace", ProfilerTraceError)
     except FileNotFoundError:
         raise FileNotFoundError(2, "profiler trace not found", path) from None
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise ProfilerTraceError(f"{path}: not a Chrome trace (a damaged gzip file: {exc})") from None
+        raw = decompressed(raw, path, "Chrome trace", ProfilerTraceError)
+    nulls = [0]
+
+    def as_null(name: str) -> None:  # NaN, Infinity, -Infinity
+        nulls[0] += 1
+
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=as_null)
     except UnicodeDecodeError as exc:
         problem = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
         raise ProfilerTraceError(f"{path}: not a Chrome trace ({problem})") from None
@@ -77,8 +85,10 @@ def load_profiler_trace(path: Union[str, os.PathLike]) -> dict:
         ) from None
     except RecursionError:
         raise ProfilerTraceError(f"{path}: not a Chrome trace (nested too deeply to read)") from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise ProfilerTraceError(f"{path}: not a Chrome trace ({exc})") from None
     try:
-        return _profiler_dict(data)
+        return _profiler_dict(data), nulls[0]
     except ProfilerTraceError as exc:
         raise ProfilerTraceError(f"{path}: {exc}") from None
 
@@ -213,10 +223,46 @@ def _time_range(events: list) -> tuple[Optional[float], Optional[float]]:
     return low, high
 
 
-def write_chrome_trace(data: dict, path: Union[str, os.PathLike]) -> None:
-    """Write an exported trace as JSON, atomically (see trace/io.py's write_atomic)."""
-    text = json.dumps(data, separators=(",", ":"))  # ASCII: valid whatever the profiler's strings hold
+def write_chrome_trace(data: dict, path: Union[str, os.PathLike]) -> int:
+    """Write an exported trace as JSON, atomically (see trace/io.py's write_atomic). A number
+    that is NaN or infinite (a profiler trace's, or a time too large for a float) is written as
+    null, so the file is JSON whatever it holds; returns how many were."""
+    try:
+        text, nulls = _json_text(data), 0
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):  # a circular reference: not ours to mend
+            raise
+        data, nulls = _finite(data)
+        text = _json_text(data)
     write_atomic(path, lambda fh: fh.write(text), "Chrome trace")
+    return nulls
+
+
+def _json_text(data: Any) -> str:
+    # ASCII: valid whatever the profiler's strings hold; no NaN or Infinity, which are not JSON
+    return json.dumps(data, separators=(",", ":"), allow_nan=False)
+
+
+def _finite(data: Any) -> tuple[Any, int]:
+    """A copy of `data` with each NaN or infinite float as None, and how many there were.
+    Iterative: a profiler trace may nest as deep as its reader allowed."""
+    nulls = 0
+    root = [data]
+    stack: list[tuple[Any, Any, Any]] = [(data, root, 0)]
+    while stack:
+        value, holder, key = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            holder[key] = None
+            nulls += 1
+        elif isinstance(value, dict):
+            holder[key] = copy = dict.fromkeys(value)  # keys in their order; values filled in below
+            stack += ((v, copy, k) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            holder[key] = copy = [None] * len(value)
+            stack += ((v, copy, i) for i, v in enumerate(value))
+        else:
+            holder[key] = value
+    return root[0], nulls
 
 
 # -- the layout: every decision's time ------------------------------------------------------------

@@ -16,6 +16,16 @@ Values that would load and then fail later are refused too: a lone surrogate in 
 (it cannot be written as UTF-8), NaN or an infinite number, an integer too long to convert,
 a repeated block (`span`) reaching before the first step, nesting too deep to read.
 
+The keys of `meta` that cgviz reads and that have a structure (a profile, a merged trace's
+ranks, device and graph names, counts) and an output's `values` are checked the same way, as
+the views use them; the rest of `meta` is free-form.
+
+Reading a file (`read_file`, also used for torch profiler traces) takes regular files only: a
+directory, FIFO, device or socket is refused before it is opened, so nothing blocks or reads
+without end, and a file over `MAX_FILE_BYTES` (512 MiB; the environment variable
+CGVIZ_MAX_FILE_MB sets another limit) is refused before it is read and cut off if it grows
+past the limit while it is read.
+
 A step's `rank` (set only in a merged multi-rank trace, see cgviz/trace/ranks.py) and `device`
 (set only where one process ran trees on several devices) are optional like every field with a
 default: a trace of one rank on one device is written without them, and files written before
@@ -449,13 +459,108 @@ def _naming(exc: OSError, target: str) -> OSError:
     return type(exc)(exc.errno, exc.strerror, target)
 
 
+# -- reading a user's file ------------------------------------------------------------------------
+# The most a file given to cgviz (a trace, a profiler trace, what a gzipped one decompresses to)
+# may hold. It is checked before reading (the file's size) and while reading (a file that grows,
+# or one whose size says nothing, such as those of /proc), so no file makes cgviz read without
+# end. The environment variable raises or lowers it, in MiB.
+MAX_FILE_BYTES = 512 << 20
+MAX_FILE_ENV = "CGVIZ_MAX_FILE_MB"
+_CHUNK = 1 << 20
+
+
+def max_file_bytes(error: type[Exception] = ValueError) -> int:
+    """The limit on what a file read may hold: `MAX_FILE_BYTES`, or CGVIZ_MAX_FILE_MB (MiB) when set."""
+    text = os.environ.get(MAX_FILE_ENV, "").strip()
+    if not text:
+        return MAX_FILE_BYTES
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = math.nan
+    if not (math.isfinite(mib) and mib > 0):
+        raise error(f"{MAX_FILE_ENV} must be a positive number of MiB, not {text!r}")
+    return max(1, int(mib * (1 << 20)))
+
+
+def _mib(n: int) -> str:
+    """4294967296 -> '4096 MiB', 10485 -> '0.01 MiB'."""
+    return f"{n / (1 << 20):.3g} MiB" if n < 100 << 20 else f"{n / (1 << 20):.0f} MiB"
+
+
+def read_file(path: str | os.PathLike, what: str, error: type[Exception]) -> bytes:
+    """The bytes of the regular file at `path` (a symbolic link is followed), `what` naming it in
+    messages ("trace").
+
+    Anything else is refused before it is opened, since reading it could block (a FIFO, a socket)
+    or never end (/dev/zero): `IsADirectoryError` or `OSError` "cannot read trace P: it is a FIFO,
+    not a regular file". A file over `max_file_bytes()` raises `error` ("P: too large ...") before
+    it is read, and one that turns out to hold more while it is read is cut there. The file is
+    opened non-blocking and checked again once open, in case it was replaced in between.
+    """
+    path = os.fspath(path)
+    limit = max_file_bytes(error)
+    _check_regular(os.stat(path), path, what)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as fh:
+        st = os.fstat(fd)
+        _check_regular(st, path, what)
+        if st.st_size > limit:
+            raise error(f"{path}: too large to read as a {what}: {_mib(st.st_size)}, more than the limit of "
+                        f"{_mib(limit)} (set {MAX_FILE_ENV} to read larger files)")
+        return _read_at_most(fh.read, st.st_size, limit, lambda: error(
+            f"{path}: grew past the limit of {_mib(limit)} while being read (set {MAX_FILE_ENV} to read larger files)"))
+
+
+def _read_at_most(read: Callable[[int], bytes], expected: int, limit: int, too_much: Callable[[], Exception]) -> bytes:
+    """Everything `read(n)` gives until it gives nothing, raising `too_much()` past `limit` bytes.
+    The first read asks for `expected` bytes and one more, later ones for a chunk: memory follows
+    what is there, not the limit."""
+    chunks: list[bytes] = []
+    total, want = 0, min(expected, limit) + 1
+    while True:
+        chunk = read(min(max(want - total, _CHUNK), limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise too_much()
+
+
+def decompressed(raw: bytes, path: str, what: str, error: type[Exception]) -> bytes:
+    """The content of gzip data `raw` (of the file `path`), refused past `max_file_bytes()`."""
+    import gzip
+    import zlib
+    from io import BytesIO
+
+    limit = max_file_bytes(error)
+    try:
+        with gzip.GzipFile(fileobj=BytesIO(raw)) as fh:
+            return _read_at_most(fh.read, len(raw), limit, lambda: error(
+                f"{path}: too large to read as a {what}: it decompresses to more than the limit of {_mib(limit)} "
+                f"(set {MAX_FILE_ENV} to read larger files)"))
+    except (OSError, EOFError, zlib.error) as exc:
+        raise error(f"{path}: not a {what} (a damaged gzip file: {exc})") from None
+
+
+def _check_regular(st: os.stat_result, path: str, what: str) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"cannot read {what} {path}: it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
+        raise OSError(f"cannot read {what} {path}: it is {kind}, not a regular file")
+
+
 # -- decoding -----------------------------------------------------------------------------------
 def load_trace(path: str | os.PathLike) -> Trace:
-    """Read and validate a trace file; any problem is a TraceFormatError naming the file."""
+    """Read and validate a trace file; any problem is a TraceFormatError naming the file. A
+    directory, FIFO, device or socket is refused unread (OSError), and so is a file larger
+    than `MAX_FILE_BYTES` (see `read_file`)."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = read_file(path, "trace", TraceFormatError)
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, "trace file not found", path) from None
     try:
@@ -527,7 +632,9 @@ def from_dict(data: Any) -> Trace:
         steps = reader.build(list[Step], data["steps"], "", "steps")
         _check_spans(steps)
         reader.check_unused_entries()
-        return Trace(steps=steps, meta=reader.build(dict, data["meta"], "", "meta"), schema_version=version)
+        meta = reader.build(dict, data["meta"], "", "meta")
+        _check_meta(meta, "meta")
+        return Trace(steps=steps, meta=meta, schema_version=version)
     except RecursionError:
         raise TraceFormatError(_TOO_DEEP) from None
 
@@ -647,6 +754,8 @@ class _Reader:
         obj = cls(**kwargs)
         if cls is Step:
             _check_step(obj, ctx)
+        elif cls is OutputView and obj.values is not None:
+            _check_values(obj.values, ctx)
         return obj
 
     def _resolve(self, cls: type, ref: Any, ctx: str, name: str, where: str) -> Any:
@@ -762,6 +871,118 @@ def _check_step(step: Step, ctx: str) -> None:
     for i, pair in enumerate(step.invalidated):
         if len(pair) != 2:
             _fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
+
+
+# -- the free-form fields cgviz reads: meta's keys with a structure, an output's values ------------
+# Each is checked as the views and commands use it, after the free-form check (so numbers here
+# are finite and text is valid); keys cgviz does not read are left as they are.
+def _check_meta(meta: dict, ctx: str) -> None:
+    """The keys of a trace's meta (or a rank's meta in a merged trace) that cgviz reads."""
+    for key, check in _META_CHECKS.items():
+        if key in meta:
+            check(meta[key], ctx, key)
+
+
+def _check_profile(profile: Any, ctx: str, name: str) -> None:
+    """`meta["profile"]` (Tree(profile=True), observe_torch): per node id (text), an entry of its
+    function, kind, kernels ([[name, count], ...]) and times in µs (see cgviz/engine/profile.py)."""
+    if type(profile) is not dict:
+        _fail(ctx, name, f"must be an object of profile entries by node id, not {_kind(profile)}")
+    for node, entry in profile.items():
+        where = f"{ctx} {name} entry {json.dumps(node, ensure_ascii=False)}"
+        if type(entry) is not dict:
+            raise TraceFormatError(f"{where}: must be an object, not {_kind(entry)}")
+        for key in ("function", "kind", "clock"):
+            if key in entry and type(entry[key]) is not str:
+                _fail(where, key, f"must be a string, not {_kind(entry[key])}")
+        for key in ("replay_us", "eager_us"):
+            value = entry.get(key)
+            if value is not None and (type(value) not in (int, float) or value < 0):
+                _fail(where, key, f"must be null or a number of microseconds, 0 or more, {_not(value)}")
+        for key in ("replays_timed", "eager_runs_timed"):
+            if key in entry:
+                _check_count(entry[key], where, key)
+        if "eager_is_first_call" in entry and type(entry["eager_is_first_call"]) is not bool:
+            _fail(where, "eager_is_first_call", f"must be true or false, not {_kind(entry['eager_is_first_call'])}")
+        kernels = entry.get("kernels")
+        if kernels is None:
+            continue
+        if type(kernels) is not list:
+            _fail(where, "kernels", f"must be null or an array of [kernel name, count] pairs, not {_kind(kernels)}")
+        for i, pair in enumerate(kernels):
+            if not (type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is int
+                    and pair[1] >= 0):
+                _fail(where, f"kernels[{i}]", f"must be a [kernel name, count] pair (got {_short(pair)})")
+
+
+def _check_ranks(ranks: Any, ctx: str, name: str) -> None:
+    """`meta["ranks"]` of a merged trace (cgviz/trace/ranks.py): each rank's meta, checked as a meta."""
+    if type(ranks) is not list:
+        _fail(ctx, name, f"must be an array of objects (each rank's meta), not {_kind(ranks)}")
+    for i, meta in enumerate(ranks):
+        where = f"{ctx} {name}[{i}]"
+        if type(meta) is not dict:
+            raise TraceFormatError(f"{where}: must be an object, not {_kind(meta)}")
+        _check_meta(meta, where)
+
+
+def _check_strings(value: Any, ctx: str, name: str) -> None:
+    if type(value) is not list:
+        _fail(ctx, name, f"must be an array of strings, not {_kind(value)}")
+    for i, item in enumerate(value):
+        if type(item) is not str:
+            _fail(ctx, f"{name}[{i}]", f"must be a string, not {_kind(item)}")
+
+
+def _check_count(value: Any, ctx: str, name: str) -> None:
+    if type(value) is not int or value < 0:
+        _fail(ctx, name, f"must be a count (0 or more), {_not(value)}")
+
+
+def _check_positive(value: Any, ctx: str, name: str) -> None:
+    if type(value) is not int or value < 1:
+        _fail(ctx, name, f"must be a positive count, {_not(value)}")
+
+
+_META_CHECKS: dict[str, Callable[[Any, str, str], None]] = {
+    "profile": _check_profile,
+    "ranks": _check_ranks,
+    "rank": _check_count,
+    "local_rank": _check_count,
+    "world_size": _check_positive,
+    "devices": _check_strings,  # trees on several devices of one process: their names
+    "compiled_before_observing": _check_strings,  # graph names
+    "cudagraph_skips_before_observing": _check_count,
+}
+# What profile.value_summary writes for a number that is not finite.
+_NOT_FINITE_TEXT = ("nan", "inf", "-inf")
+
+
+def _check_values(values: dict, ctx: str) -> None:
+    """An output's `values` (Tree(values=True); cgviz/engine/profile.py's value_summary)."""
+    for key in ("n", "true", "nan", "inf"):
+        if key in values:
+            _check_count(values[key], ctx, f"values.{key}")
+    head = values.get("head", [])
+    if type(head) is not list:
+        _fail(ctx, "values.head", f"must be an array, not {_kind(head)}")
+    for i, v in enumerate(head):
+        if type(v) not in (int, float, bool) and v not in _NOT_FINITE_TEXT:
+            _fail(ctx, f"values.head[{i}]", f"must be a number or true or false, not {_kind(v)}")
+    for key in ("min", "max", "mean"):
+        v = values.get(key, 0)
+        if type(v) not in (int, float) and v not in _NOT_FINITE_TEXT:
+            _fail(ctx, f"values.{key}", f"must be a number, not {_kind(v)}")
+
+
+def _not(value: Any) -> str:
+    """'not a string' for a value of the wrong type, '(got -1)' for one out of range."""
+    return f"not {_kind(value)}" if type(value) not in (int, float) else f"(got {value!r})"
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 _DEVICE = re.compile(r"[a-z]+(:\d+)?")

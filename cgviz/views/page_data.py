@@ -111,6 +111,7 @@ class PageData:
         self._ranks = _rank_trees(trace)  # a trace of several trees: a drawing per rank or device (`rank_trees`)
         self._rank_parts: dict = {}  # each tree's drawing among them, by what it shows (`ranks_tree_svg`)
         self.renderer = self._choose(renderer)
+        self._fallback = renderer == "auto"  # a tree `dot` cannot draw is drawn built in (else: GraphvizError)
 
     # -- the head ---------------------------------------------------------------------------------
     def head(self, start: int = 0) -> dict:
@@ -209,8 +210,6 @@ class PageData:
         rec = self._records.get(i)
         if rec is not None and states is None:
             return rec
-        from cgviz.views.tree import tree_svg
-
         step = self.trace.steps[i]
         snap = step.snapshot
         tree = pool = sidx = -1
@@ -223,11 +222,23 @@ class PageData:
                 tree = self._rank_drawing(i)
             elif states is None and drawing is None:
                 tree = self._cached(("tree", self._tree_key(step)), step,
-                                    lambda: self.trees.add(strip_prolog(tree_svg(snap, step, renderer=self.renderer))))
+                                    lambda: self.trees.add(strip_prolog(self._tree_svg(snap, step))))
             pool = self._cached(("pool", id(snap)), snap, lambda: self.pools.add(snap))
             sidx = self._snap_index(snap)
         rec = self._records[i] = [tree, pool, sidx, step.node, self._banner(i)]
         return rec
+
+    def _tree_svg(self, snap: "Snapshot", step: "Step") -> str:
+        """A step's tree drawn by the renderer chosen; with "auto", a tree Graphviz's `dot` fails
+        on is drawn built in, its notice saying why."""
+        from cgviz.views.tree import GRAPHVIZ_FAILED_NOTICE, GraphvizError, builtin_tree_svg, tree_svg
+
+        try:
+            return tree_svg(snap, step, renderer=self.renderer)
+        except GraphvizError as exc:
+            if not self._fallback:
+                raise
+            return builtin_tree_svg(snap, step, notice=GRAPHVIZ_FAILED_NOTICE.format(problem=exc.problem))
 
     def _rank_drawing(self, i: int) -> int:
         """Step `i`'s trees of a merged trace: its rank's and every other rank's beside it."""
@@ -236,7 +247,7 @@ class PageData:
         ranks = self._ranks
         return self._cached_key(("ranks",) + ranks.key(i), lambda: self.trees.add(
             ranks_tree_svg(ranks.at(i), tree_of(self.trace.steps[i]), renderer=self.renderer,
-                           drawn=self._rank_parts)))
+                           drawn=self._rank_parts, fallback=self._fallback)))
 
     def _cached(self, key: tuple, keep: Any, make: Any) -> int:
         i = self._by_id.get(key)

@@ -61,19 +61,20 @@ class RankTrees:
 
 
 def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]], own: TreeKey,
-                   renderer: str = "auto", drawn: Optional[dict] = None) -> str:
+                   renderer: str = "auto", drawn: Optional[dict] = None, fallback: bool = False) -> str:
     """One SVG holding each tree (`trees`: as `RankTrees.at` gives them), `own` first and
     clickable, the others after it in rank and device order, each labelled.
 
     `drawn` (a dict kept across the steps of one trace) keeps each tree's drawing by what it
     shows: a step changes one tree, so the others are drawn once, not once per step (a trace of
-    many ranks costs in proportion to its steps, not to steps times ranks)."""
+    many ranks costs in proportion to its steps, not to steps times ranks). With `fallback`, a
+    tree Graphviz's `dot` fails on is drawn with the built-in layout, its notice saying why."""
     order = ([own] if own in trees else []) + [r for r in in_tree_order(trees) if r != own]
     mine = "rank" if own[1] is None else "device" if own[0] is None else "tree"
     parts, x, height = [], 0.0, 0.0
     for r in order:
         snap, step, last = trees[r]
-        svg, (w, h) = _tree_part(r, snap, step, r == own, r == order[0], renderer, drawn)
+        svg, (w, h) = _tree_part(r, snap, step, r == own, r == order[0], renderer, drawn, fallback)
         label = tree_name(r) + (f" · this step's {mine}" if r == own else f" · after step {last + 1}")
         weight = ' font-weight="bold"' if r == own else ""
         parts.append(f'<text x="{x + 4:.1f}" y="15" font-size="12"{weight} fill="{STYLE["edge_label"]}">{label}</text>')
@@ -90,7 +91,7 @@ def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]
 
 
 def _tree_part(r: TreeKey, snap: "Snapshot", step: Optional["Step"], own: bool, legend: bool, renderer: str,
-               drawn: Optional[dict]) -> tuple[str, tuple[float, float]]:
+               drawn: Optional[dict], fallback: bool) -> tuple[str, tuple[float, float]]:
     """One tree's drawing in the picture (its ids prefixed unless it is the step's own) and size."""
     key = None
     if drawn is not None:
@@ -99,9 +100,15 @@ def _tree_part(r: TreeKey, snap: "Snapshot", step: Optional["Step"], own: bool, 
         found = drawn.get(key)
         if found is not None and found[0] is snap:
             return found[1], found[2]
-    from cgviz.views.tree import tree_svg
+    from cgviz.views.tree import GRAPHVIZ_FAILED_NOTICE, GraphvizError, builtin_tree_svg, tree_svg
 
-    svg = strip_prolog(tree_svg(snap, step, renderer=renderer, legend=legend))
+    try:
+        svg = tree_svg(snap, step, renderer=renderer, legend=legend)
+    except GraphvizError as exc:
+        if not fallback:
+            raise
+        svg = builtin_tree_svg(snap, step, legend=legend, notice=GRAPHVIZ_FAILED_NOTICE.format(problem=exc.problem))
+    svg = strip_prolog(svg)
     if not own:
         svg = namespace_ids(svg, tree_id_prefix(r))
     size = _size(svg)

@@ -258,6 +258,69 @@ def svg_artists():
     return Rects, Stripes, Label
 
 
+# --- text drawn as it is ------------------------------------------------------------------
+#: rcParams while a figure is saved: text is never read as mathtext or TeX (a tick label made
+#: while drawing takes its parse_math from here).
+LITERAL_RC = {"text.parse_math": False, "text.usetex": False}
+
+
+def literal_texts(fig: "Figure") -> "Figure":
+    """Every text of `fig` drawn as it is: no mathtext (a name "$x^2$" stays "$x^2$", and
+    "$\\frac{$" does not stop the drawing) and no TeX. Names in the views come from traces,
+    which anyone may write. Returns `fig`."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+        text.set_usetex(False)
+    return fig
+
+
+# --- what a drawing may hold ---------------------------------------------------------------
+# Elements that run or load something, or change attributes over time (an <animate> or <set>
+# can turn an href into a script): no drawing of cgviz has them.
+_ACTIVE_ELEMENTS = ("script", "foreignobject", "iframe", "object", "embed", "animate", "set", "animatemotion",
+                    "animatetransform", "handler", "listener")
+# anything that might be one of them, or an event handler, or a link out of the drawing (a quick
+# look: what it finds is then looked at tag by tag, and text that merely reads so is left alone)
+_RISKY_RE = re.compile(r"<\s*/?\s*(?:" + "|".join(_ACTIVE_ELEMENTS) + r")\b"  # an active element
+                       r"|\bon[a-z]+\s*="  # an event handler
+                       r"|href\s*=\s*(?:[\"'](?!#)|[^\s\"'#])", re.I)  # a link not to #…
+_ACTIVE_RE = re.compile(r"<\s*(" + "|".join(_ACTIVE_ELEMENTS) + r")\b[^>]*?(?:/>|>.*?<\s*/\s*\1\s*>)", re.I | re.S)
+_TAG_RE = re.compile(r"<(/?)([A-Za-z][\w:.-]*)((?:\s+[^\s=/>]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*(/?)>")
+_TAG_ATTR_RE = re.compile(r"\s+([^\s=/>]+)(?:\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?")
+
+
+def safe_svg(svg: str) -> str:
+    """`svg` with nothing in it that runs or leads out of the drawing: no script, foreign
+    content or animation element, no event handler (``on*``) attribute, no ``target``, and no
+    link (``href``, ``xlink:href``) but to ``#…`` in the same page. cgviz writes none of them;
+    this checks what Graphviz (or matplotlib) returned, whatever the text drawn in it. A
+    drawing without any comes back as it is (one quick search)."""
+    if not _RISKY_RE.search(svg):
+        return svg
+    for _ in range(8):  # nested ones come out from the inside
+        svg, n = _ACTIVE_RE.subn("", svg)
+        if not n:
+            break
+    return _TAG_RE.sub(_safe_tag, svg)
+
+
+def _safe_tag(m: "re.Match") -> str:
+    close, name, attrs, empty = m.groups()
+    if name.lower().rsplit(":", 1)[-1] in _ACTIVE_ELEMENTS:
+        return ""
+    if not attrs:
+        return m.group(0)
+    kept = []
+    for a in _TAG_ATTR_RE.finditer(attrs):
+        key, value = a.group(1).lower(), (a.group(2) or "").strip("\"'").strip()
+        if key.startswith("on") or key == "target" or (key.rsplit(":", 1)[-1] == "href" and not value.startswith("#")):
+            continue
+        kept.append(a.group(0))
+    return f"<{close}{name}{''.join(kept)}{' ' if empty and kept else ''}{empty}>"
+
+
 # --- output -------------------------------------------------------------------------------
 
 _SVG_LOCK = threading.Lock()
@@ -277,7 +340,8 @@ def figure_svg(fig: "Figure", titles: Optional[dict[str, str]] = None) -> str:
     import matplotlib
 
     buf = io.BytesIO()
-    with _SVG_LOCK, matplotlib.rc_context(_SVG_RC):  # read from rcParams while saving
+    literal_texts(fig)
+    with _SVG_LOCK, matplotlib.rc_context({**_SVG_RC, **LITERAL_RC}):  # read from rcParams while saving
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue().decode("utf-8")
     titles = titles or {}
@@ -287,12 +351,13 @@ def figure_svg(fig: "Figure", titles: Optional[dict[str, str]] = None) -> str:
         head = f"<title>{html.escape(title)}</title>" if title else ""
         return f'<g id="{m.group(1)}">{head}{m.group(2)}</g>'
 
-    return _SVG_LINK.sub(group, text)
+    return safe_svg(_SVG_LINK.sub(group, text))
 
 
 def figure_png(fig: "Figure", dpi: float = 100) -> bytes:
-    """A figure as PNG bytes (no software metadata)."""
+    """A figure as PNG bytes (no software metadata), its texts drawn as they are (`literal_texts`)."""
     buf = io.BytesIO()
+    literal_texts(fig)
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
 

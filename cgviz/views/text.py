@@ -22,7 +22,7 @@ __all__ = [
     "format_bytes", "plural", "headline", "generation_banner", "output_row", "path_line", "REPEATS_NOTE",
     "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines", "format_us", "time_line", "time_lines", "kernel_label",
     "kernel_summary", "value_text", "ranks_summary", "devices_summary", "trace_counts", "rank_count_lines",
-    "device_count_lines",
+    "device_count_lines", "shown",
 ]
 
 #: The words for a step kind counted in a summary ("3 replays").
@@ -36,6 +36,32 @@ KIND_WORDS: tuple[tuple[str, str], ...] = (
     ("error", "errors"),
     ("checkpoint_restore", "checkpoint restores"),
 )
+
+# what no drawing writes as it is: control characters (line breaks among them), the line and
+# paragraph separators, lone surrogates (UTF-8 cannot encode them) and the two non-characters XML
+# refuses; and in a name, the private-use characters the page's drawings hold as placeholders
+# (views/html_trees.py: REPLAYS, WIDTH, CENTRE)
+_CONTROLS = "\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff"
+_UNSHOWN_RE = re.compile(f"[{_CONTROLS}\ue000-\ue002]")
+_CONTROL_RE = re.compile(f"[{_CONTROLS}]")
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(m: "re.Match") -> str:
+    c = m.group()
+    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def shown(text: str, *, placeholders: bool = True) -> str:
+    """`text` (a name from a trace) as a drawing writes it: each control character, line or
+    paragraph separator, lone surrogate or XML non-character as its escape text (``\\n``,
+    ``\\x07``, ``\\u2028``), so that a name stays one visible line and any renderer takes it
+    (Graphviz refuses NUL, ESC or BEL in a label; a line break would cut a drawing's line);
+    with `placeholders`, also U+E000 to U+E002, which the page's drawings use as placeholders
+    (False: for text that holds them as such). Text without any comes back as it is."""
+    found = _UNSHOWN_RE if placeholders else _CONTROL_RE
+    return found.sub(_escape_char, text) if found.search(text) else text
+
 
 _PATH_WORDS = {"warmup": "warming up", "recording": "recording", "execution": "replaying"}
 
@@ -283,11 +309,16 @@ def device_count_lines(trace: "Trace") -> list[str]:
 
     from cgviz.trace.lanes import in_tree_order
 
-    steps = trace.expanded()  # a folded block can hold steps of several devices (a loop over them)
+    # a folded block can hold steps of several devices (a loop over them): each step counts as
+    # often as it ran, without unrolling the repeats (a file may say a step repeated 10**12 times)
+    steps, times = trace.steps, trace.repeats()
     devices = [d for _, d in in_tree_order((None, s.device) for s in steps if s.device is not None)]
     lines = []
     for d in devices:
-        counts = Counter(s.kind for s in steps if s.device == d)
+        counts: Counter = Counter()
+        for s, n in zip(steps, times):
+            if s.device == d:
+                counts[s.kind] += n
         lines.append(f"  {d}: " + " · ".join([plural(sum(counts.values()), "call")] + _kind_counts(counts)))
     return lines
 

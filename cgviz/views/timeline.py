@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Union
 from cgviz.trace.lanes import TreeKey, in_tree_order, tree_name
 
 from cgviz.views.style import MUTED_TEXT, STEP_COLORS, STEP_LABELS, TEXT_COLOR, step_color, text_color_on
-from cgviz.views.svg_output import figure_png, figure_svg
+from cgviz.views.svg_output import figure_png, figure_svg, literal_texts
+from cgviz.views.text import shown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,7 +161,7 @@ def _label_steps(px_per_step: float, chars: int, points: float) -> float:
 
 def _headline(step: "Step") -> str:
     try:
-        return step.headline()
+        return shown(step.headline())
     except Exception:  # a view never fails on a step it cannot describe
         return step.kind
 
@@ -194,7 +195,7 @@ def _lanes(items: list[dict]) -> list[Optional[TreeKey]]:
 
 
 def _lane_name(key: Optional[TreeKey]) -> str:
-    return tree_name(key or (None, None))
+    return shown(tree_name(key or (None, None)))
 
 
 def _margins(ranks: list[Optional[TreeKey]], current: Optional[int]) -> tuple[float, float, float, float]:
@@ -324,7 +325,7 @@ def _draw_ticks(ax: "Axes", items: list[dict], lane_of: list[int], rows: _Rows, 
         return
     fits = int((2 * pad * px_per_step - 4) / (7 * 0.62 / 72 * 100))
     for it, base in zip(items, lo):
-        name = it["function"]
+        name = shown(it["function"] or "")
         if not name or fits < 3:
             continue
         if len(name) > fits:
@@ -526,7 +527,7 @@ def timeline_figure(
         ax.text(0.5, 0.5, "no steps yet: call a function of the tree to record one", ha="center", va="center",
                 fontsize=10, color=MUTED_TEXT, transform=ax.transAxes)
         fig.text(0.02, 0.95, "Timeline: 0 steps", fontsize=10, color=TEXT_COLOR, va="top", ha="left")
-        return fig
+        return literal_texts(fig)
 
     ranks = _lanes(items)
     left_in, right_in, top_in, bottom_in = _margins(ranks, current)
@@ -568,7 +569,7 @@ def timeline_figure(
     kinds = {it["kind"] for it in items}
     present = [k for k in STEP_COLORS if k in kinds] + sorted(kinds - set(STEP_COLORS))
     _legend(fig, present, bool(folds), gens, left_in / width_in)
-    return fig
+    return literal_texts(fig)  # names from the trace drawn as they are: "$x^2$" is no formula
 
 
 def timeline_svg(trace: Union["Trace", Sequence["Step"], None], current: Optional[int] = None, **kw) -> str:

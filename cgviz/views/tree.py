@@ -28,7 +28,7 @@ from itertools import accumulate, chain, compress, count, repeat, zip_longest
 from operator import add, is_not, itemgetter, sub
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
-from cgviz.views.text import format_bytes
+from cgviz.views.text import format_bytes, shown
 from cgviz.views.style import TREE_STYLE
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ __all__ = [
     "builtin_tree_svg",
     "dot_available",
     "GRAPHVIZ_MISSING_NOTICE",
+    "GraphvizError",
 ]
 
 #: Colours and widths shared by the DOT and the built-in renderer (the palette's tree part).
@@ -61,6 +62,9 @@ GRAPHVIZ_MISSING_NOTICE = (
     "Graphviz not found: built-in layout (install graphviz: apt install graphviz / "
     "brew install graphviz / conda install graphviz)"
 )
+
+#: The built-in layout's notice where `dot` failed on a tree ("auto"); {problem}: what it said.
+GRAPHVIZ_FAILED_NOTICE = "Graphviz's dot could not draw this tree ({problem}): built-in layout"
 
 EMPTY_TEXT = "no functions have run yet"
 
@@ -154,9 +158,9 @@ def _output_text(out: "OutputView") -> str:
     if not out.described:
         return f"{out.index}: shape not recorded"
     shape = ", ".join(str(d) for d in out.shape)
-    text = f"{out.index}: {_short_dtypes(out.dtype)}[{shape}]"
+    text = f"{out.index}: {shown(_short_dtypes(out.dtype))}[{shape}]"
     if out.alias_of:
-        return f"{text} ↪ alias of {out.alias_of}"
+        return f"{text} ↪ alias of {shown(out.alias_of)}"
     return f"{text} {format_bytes(out.nbytes)}"
 
 
@@ -234,19 +238,19 @@ def _card(
     replays = f"{node.replays} replay" + ("" if node.replays == 1 else "s")
     meta = [f"node {node.id} · {node.kind}", f"gen {node.generation} · {replays}"]
     if node.signature:
-        sig = _short_dtypes(node.signature)
+        sig = shown(_short_dtypes(node.signature))
         if len(sig) > MAX_SIGNATURE:
             sig = sig[: MAX_SIGNATURE - 1] + "…"
         meta.append(sig)
 
     outputs: list[tuple[str, str, str, str]] = []
     outs = node.outputs
-    shown = outs if len(outs) <= MAX_OUTPUT_LINES else outs[: MAX_OUTPUT_LINES - 1]
-    for out in shown:
+    listed = outs if len(outs) <= MAX_OUTPUT_LINES else outs[: MAX_OUTPUT_LINES - 1]
+    for out in listed:
         outputs.append((MARKS.get(out.state, "?"), s.get(out.state, s["muted"]), _output_text(out),
                         s["invalid_text"] if out.state == "invalid" else text_color))
-    if len(shown) < len(outs):
-        rest = outs[len(shown):]
+    if len(listed) < len(outs):
+        rest = outs[len(listed):]
         counts = {k: sum(1 for o in rest if o.state == k) for k in ("live", "dead", "invalid")}
         summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         outputs.append(("…", s["muted"], f"{len(rest)} more: {summary}", s["muted"]))
@@ -257,7 +261,7 @@ def _card(
     classes.extend(f"state-{w}" for w in sorted(states - {node.kind}))
     if is_selected:
         classes.append("state-selected")
-    return _Card(node.id, node.function, badges, meta, outputs, fill, border, float(width),
+    return _Card(node.id, shown(node.function), badges, meta, outputs, fill, border, float(width),
                  stale, is_selected, text_color, " ".join(classes))
 
 
@@ -268,14 +272,14 @@ def _cards(snapshot: "Snapshot", step: Optional["Step"], selected: Optional[int]
 
 
 def _edges(snapshot: "Snapshot") -> list[tuple[int, int, str]]:
-    """(parent, child, child's function) for every parent → child link, in children order."""
+    """(parent, child, child's function as shown) for every parent → child link, in children order."""
     by_id = {n.id: n for n in snapshot.nodes}
     out = []
     for n in snapshot.nodes:
         for c in n.children:
             child = by_id.get(c)
             if child is not None:
-                out.append((n.id, c, child.function))
+                out.append((n.id, c, shown(child.function)))
     return out
 
 
@@ -302,16 +306,30 @@ def _legend_items() -> tuple[list[tuple[str, str, str, float, bool]], list[tuple
 
 
 # -- DOT -----------------------------------------------------------------------------------------
-_ESCAPE_RE = re.compile(r"[&<>\"']")
+_ESCAPE_RE = re.compile("[&<>\"'\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 
 
 def _e(text: str) -> str:
-    """Escape for HTML-like labels and SVG text (the fast way when there is nothing to escape)."""
-    return html.escape(text, quote=True) if _ESCAPE_RE.search(text) else text
+    """Text for HTML-like labels and SVG text: markup characters escaped (& < > " '), and what
+    no drawing writes as it is (control characters, line breaks: `shown`) as its escape text;
+    the page's placeholders stay (names had theirs escaped by `shown` already). The fast way
+    when there is nothing to escape."""
+    return html.escape(shown(text, placeholders=False), quote=True) if _ESCAPE_RE.search(text) else text
+
+
+def _l(text: str) -> str:
+    """Text for Graphviz's HTML-like labels: `_e`, and each backslash doubled (Graphviz reads
+    `\\N`, `\\G`, `\\E`, ... in a label's text as the node's, graph's or edge's name)."""
+    text = _e(text)
+    return text.replace("\\", "\\\\") if "\\" in text else text
+
+
+class _Html(str):
+    """An HTML-like label cgviz wrote (`_q` writes it as it is; any other value is quoted)."""
 
 
 def _font(text: str, size: float, color: str, bold: bool = False) -> str:
-    body = _e(text)
+    body = _l(text)
     if bold:
         body = f"<B>{body}</B>"
     return f'<FONT POINT-SIZE="{size:g}" COLOR="{color}">{body}</FONT>'
@@ -326,19 +344,19 @@ def _dot_label(card: _Card) -> str:
     rows = ['<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">']
     for text, color in card.badges:
         rows.append(f"<TR><TD>{_font(text, _SIZE_BADGE, color, bold=True)}</TD></TR>")
-    rows.append(f'<TR><TD><FONT POINT-SIZE="{_SIZE_TITLE:g}"><B>{_e(card.title)}</B></FONT></TD></TR>')
+    rows.append(f'<TR><TD><FONT POINT-SIZE="{_SIZE_TITLE:g}"><B>{_l(card.title)}</B></FONT></TD></TR>')
     muted = _MUTED if card.text_color == _TEXT else card.text_color
     for line in card.meta:
         rows.append(f"<TR><TD>{_font(line, _SIZE_META, muted)}</TD></TR>")
     for mark, mcolor, text, tcolor in card.outputs:
-        body = _e(text) if tcolor == card.text_color else f'<FONT COLOR="{tcolor}">{_e(text)}</FONT>'
+        body = _l(text) if tcolor == card.text_color else f'<FONT COLOR="{tcolor}">{_l(text)}</FONT>'
         if mark:
             # the gap goes with the mark, as a no-break space: graphviz writes each font run as
             # its own SVG <text>, and SVG would drop a space that starts one
             body = f'<FONT POINT-SIZE="{_SIZE_MARK:g}" COLOR="{mcolor}"><B>{mark}</B>&#160;</FONT>{body}'
         rows.append(f'<TR><TD ALIGN="LEFT">{body}</TD></TR>')
     rows.append("</TABLE>>")
-    return "".join(rows)
+    return _Html("".join(rows))
 
 
 def _dot_legend() -> str:
@@ -362,15 +380,17 @@ def _dot_legend() -> str:
     row1 = row.format(_font("node:", _SIZE_LEGEND, _MUTED), cells(fills))
     row2 = row.format(_font("border:", _SIZE_LEGEND, _MUTED),
                       cells(borders) + f'<TD WIDTH="8"></TD><TD>{_font("outputs:", _SIZE_LEGEND, _MUTED)}</TD>{marks}')
-    return (f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD ALIGN="LEFT">{row1}</TD></TR>'
-            f'<TR><TD ALIGN="LEFT">{row2}</TD></TR></TABLE>>')
+    return _Html(f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD ALIGN="LEFT">{row1}</TD></TR>'
+                 f'<TR><TD ALIGN="LEFT">{row2}</TD></TR></TABLE>>')
 
 
 def _q(value: str) -> str:
-    """A DOT attribute value: HTML-like labels as they are, other text double-quoted."""
-    if value.startswith("<") and value.endswith(">"):
+    """A DOT attribute value: the HTML-like labels cgviz wrote (`_Html`) as they are, any other
+    text double-quoted (backslashes and quotes escaped, control characters as `shown` writes
+    them), so that no text makes a label of its own markup or another attribute."""
+    if isinstance(value, _Html):
         return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + shown(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _stmt(head: str, attrs: dict[str, str]) -> str:
@@ -465,7 +485,7 @@ def to_dot(
     for parent, child, function in _edges(snapshot):
         attrs = {"id": f"edge-{parent}-{child}"}
         attrs.update(path_edge if (parent, child) in on_path else {"class": "cgviz-edge"})
-        attrs["label"] = function
+        attrs["label"] = _Html(f"<{_l(function)}>")  # an HTML-like label: the name as text, whatever it holds
         body.append(_stmt(f"n{parent} -> n{child}", attrs))
     return dot.source
 
@@ -499,17 +519,44 @@ def _check_dot() -> bool:
 _ATTR_RE = re.compile(r'\b(id|class)="([^"]*)"')
 
 
+class GraphvizError(RuntimeError):
+    """Graphviz's `dot` could not draw a tree; the message says what it said (`problem`)."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"Graphviz's dot could not draw the tree: {problem}; renderer='builtin' draws it "
+                         "without Graphviz")
+
+
+def _dot_problem(exc: BaseException) -> str:
+    """The first line `dot` wrote to stderr (or the error's own words), short and printable."""
+    stderr = getattr(exc, "stderr", None)
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else str(stderr or "")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    words = lines[0] if lines else (str(exc) or type(exc).__name__)
+    words = shown(words.removeprefix("Error: "))
+    return words if len(words) <= 200 else words[:199] + "…"
+
+
 @functools.lru_cache(maxsize=32)
 def _graphviz_svg(dot_source: str) -> str:
-    """`dot -Tsvg` of the source; remembered, as stepping back and forth redraws the same trees."""
+    """`dot -Tsvg` of the source; remembered, as stepping back and forth redraws the same trees.
+    What comes back holds no link but to `#…` and no script or event handler (`safe_svg`);
+    `dot` failing is a `GraphvizError`."""
     import graphviz
 
-    svg = graphviz.pipe("dot", "svg", dot_source.encode("utf-8")).decode("utf-8")
+    from cgviz.views.svg_output import safe_svg
+
+    try:
+        out = graphviz.pipe("dot", "svg", dot_source.encode("utf-8"))
+    except (graphviz.CalledProcessError, graphviz.ExecutableNotFound, OSError) as exc:
+        raise GraphvizError(_dot_problem(exc)) from None
+    svg = out.decode("utf-8", "replace")
     start = svg.find("<svg")
     if start > 0:
         svg = svg[start:]  # drop the XML prolog and DOCTYPE: the SVG embeds in HTML as it is
     # graphviz writes '-' in ids as '&#45;'; write it plainly so "node-3" can be searched as text
-    return _ATTR_RE.sub(lambda m: m.group(0).replace("&#45;", "-"), svg)
+    return safe_svg(_ATTR_RE.sub(lambda m: m.group(0).replace("&#45;", "-"), svg))
 
 
 def tree_svg(
@@ -522,10 +569,11 @@ def tree_svg(
 ) -> str:
     """The tree as SVG text.
 
-    `renderer`: "graphviz" runs `dot -Tsvg` on `to_dot(...)`; "builtin" lays the tree out
-    in Python (`builtin_tree_svg`); "auto" uses Graphviz when `dot` is installed and the
-    tree has at most AUTO_GRAPHVIZ_MAX_NODES nodes, and otherwise the built-in layout with a
-    one-line notice saying why (and how to install Graphviz when it is missing).
+    `renderer`: "graphviz" runs `dot -Tsvg` on `to_dot(...)` (a `GraphvizError` if `dot`
+    fails); "builtin" lays the tree out in Python (`builtin_tree_svg`); "auto" uses Graphviz
+    when `dot` is installed and the tree has at most AUTO_GRAPHVIZ_MAX_NODES nodes, and
+    otherwise (or where `dot` fails) the built-in layout with a one-line notice saying why
+    (and how to install Graphviz when it is missing).
     """
     if renderer == "auto":
         if not dot_available():
@@ -533,7 +581,11 @@ def tree_svg(
         if len(snapshot.nodes) > AUTO_GRAPHVIZ_MAX_NODES:
             notice = LARGE_TREE_NOTICE.format(nodes=len(snapshot.nodes), limit=AUTO_GRAPHVIZ_MAX_NODES)
             return builtin_tree_svg(snapshot, step, selected, legend=legend, notice=notice)
-        renderer = "graphviz"
+        try:
+            return _graphviz_svg(to_dot(snapshot, step, selected, legend=legend))
+        except GraphvizError as exc:
+            notice = GRAPHVIZ_FAILED_NOTICE.format(problem=exc.problem)
+            return builtin_tree_svg(snapshot, step, selected, legend=legend, notice=notice)
     if renderer == "graphviz":
         if not dot_available():
             raise RuntimeError(GRAPHVIZ_MISSING_NOTICE.replace(": built-in layout", "") +
@@ -1108,7 +1160,9 @@ def _node_inner(c: _Card, w: str, cx: str, h: float) -> str:
 
 def _edge_inner(pbox: tuple[float, float, float, float], cbox: tuple[float, float, float, float],
                 function: str, hot: bool, selected: bool = False) -> str:
-    """An edge's elbow, arrowhead and label from a parent's box to a child's (x, y, w, h)."""
+    """An edge's elbow, arrowhead and label from a parent's box to a child's (x, y, w, h); the
+    label is `function` as `shown` writes it (one line, whatever the name holds)."""
+    function = shown(function)
     px, py, pw, ph = pbox
     cx, cy, cw, _ = cbox
     x1, y1 = px + pw / 2, py + ph

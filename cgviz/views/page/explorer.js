@@ -22,10 +22,13 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<section class="panel cg-node-panel"><h2>Node outputs</h2><div class="cg-node"></div></section>' +
   '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
   "</div>";
-const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/;
+// (the `s` flag: a line break that reached a drawing's text, "\r", U+2028 or U+2029 among them,
+// is still part of its group's line)
+const WHOLE = /^(<g id="((?:node|edge)-[0-9-]+)".*<\/g>)(?:<\/svg>)?$/s, GROUP_END = /<\/g>(?:<\/svg>)?$/;
 // a node or edge group's line in a drawing of the built-in layout, and a node's box (its place,
 // width and its first rectangle's height, which is the box's or, when selected, its ring's)
-const PART = /^<g id="((node|edge)-(\d+)(?:-(\d+))?)"/, NODE_BOX = /data-w="([\d.]+)"[^>]*translate\(([-\d.]+),([-\d.]+)\).*?<rect [^>]*?height="([\d.]+)"/;
+const PART = /^<g id="((node|edge)-(\d+)(?:-(\d+))?)"/, NODE_BOX = /data-w="([\d.]+)"[^>]*translate\(([-\d.]+),([-\d.]+)\).*?<rect [^>]*?height="([\d.]+)"/s;
+const ANYWHERE = [-Infinity, Infinity, -Infinity, Infinity];
 const ALL_SHOWN = 400;
 
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
@@ -35,6 +38,18 @@ function copyOf(m) { const o = {}; for (const k in m) o[k] = m[k]; return o; }
 function replays(n) { return n + (n === 1 ? " replay" : " replays"); }
 function natural(svg, side) { const w = svg.getAttribute(side) || "", v = parseFloat(w); return /pt$/.test(w) ? v * 4 / 3 : v; }
 function naturalWidth(svg) { return natural(svg, "width"); }
+function groupLines(lines) {
+  // the lines of a drawing, each node or edge group's whole: the drawings cgviz makes never cut one
+  // (views/tree.py writes a name's line breaks as escapes), but a line break that reached one would
+  // have the page store its pieces as lines of their own: joined again here
+  const out = [];
+  for (let k = 0; k < lines.length; k++) {
+    let line = lines[k];
+    if (PART.test(line)) while (!GROUP_END.test(line) && k + 1 < lines.length) line += "\n" + lines[++k];
+    out.push(line);
+  }
+  return out;
+}
 function byId(box, id) { return box.querySelector('[id="' + id + '"]'); }
 function morph(a, b) {
   // make the shown element a look like b, replacing only the subtrees that differ
@@ -350,17 +365,18 @@ export function mount(root, D, host) {
     // the drawing without its groups (its frame: size, legend, the edges' layer), then the groups' boxes
     const frame = [], edges = [];
     parts = {}; partIds = [];
-    lines.forEach((line) => {
+    groupLines(lines).forEach((line) => {
       const m = PART.exec(line);
       if (!m) { frame.push(line); return; }
       const end = line.endsWith("</svg>"), p = {line: end ? line.slice(0, -6) : line, el: null, on: false, box: null, node: m[2] === "node"};
       parts[m[1]] = p; partIds.push(m[1]);
-      if (p.node) { const [, w, x, y, h] = NODE_BOX.exec(line); p.box = [+x, +x + +w, +y, +y + +h]; }
+      const b = p.node && NODE_BOX.exec(line);  // a box not found: the group is placed whatever the view
+      if (p.node) p.box = b ? [+b[2], +b[2] + +b[1], +b[3], +b[3] + +b[4]] : ANYWHERE;
       else edges.push([p, "node-" + m[3], "node-" + m[4]]);
       if (end) frame.push("</svg>");
     });
     edges.forEach(([p, a, b]) => {  // an edge runs between its parent's and its child's boxes
-      const u = parts[a].box, v = parts[b].box;
+      const u = parts[a] ? parts[a].box : ANYWHERE, v = parts[b] ? parts[b].box : ANYWHERE;
       p.box = [Math.min(u[0], v[0]), Math.max(u[1], v[1]), Math.min(u[2], v[2]), Math.max(u[3], v[3])];
     });
     tbox.innerHTML = frame.join("\n");
