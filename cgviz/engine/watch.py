@@ -8,6 +8,9 @@ those fail inside a capture. Both backends use this watcher, so they decide alik
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -15,6 +18,26 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cgviz.engine._torch_compat import storage_id
+from cgviz.trace.paths import portable_path
+
+# frames inside these packages are not the user's code (the innermost frame outside them is)
+_NOT_USERS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,) if getattr(m, "__file__", None)) + (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+
+
+def user_line(skip: int = 1) -> Optional[str]:
+    """Where the user's code made the current call: the innermost frame outside torch and cgviz,
+    as "model.py:42 in forward (y.sum().item())", its path portable; None when every frame is
+    theirs. torch's own skip messages name such a line too."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_NOT_USERS) and not name.startswith("<frozen"):
+            line = linecache.getline(name, frame.f_lineno).strip()
+            where = f"{portable_path(name)}:{frame.f_lineno} in {frame.f_code.co_name}"
+            return where + (f" ({line[:80]})" if line else "")
+        frame = frame.f_back
+    return None
 
 # aten ops that read device memory on the host but carry no tag saying so
 HOST_SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::equal", "aten::is_nonzero"})
@@ -97,6 +120,7 @@ class RunWatcher(TorchDispatchMode):
         self.after_op = after_op
         self.refuse_host_sync = refuse_host_sync
         self.host_sync: Optional[str] = None
+        self.host_sync_at: Optional[str] = None  # the user's line that asked for it (user_line)
         self.new_storages: set[int] = set()
         self.mutated: set[int] = set()
         self._input_storages: dict[int, list[int]] = {}
@@ -108,6 +132,7 @@ class RunWatcher(TorchDispatchMode):
         ins = _strided((args, kwargs))
         if self.host_sync is None and _needs_host(func, args, kwargs):
             self.host_sync = func._schema.name
+            self.host_sync_at = user_line(2)
             if self.refuse_host_sync:
                 raise CaptureBroken(self.capture_blocker())
         out = func(*args, **(kwargs or {}))
@@ -115,6 +140,7 @@ class RunWatcher(TorchDispatchMode):
         if self.host_sync is None:
             if any(t.device.type == "cpu" for t in outs) and any(t.device.type != "cpu" for t in ins):
                 self.host_sync = func._schema.name
+                self.host_sync_at = user_line(2)
         if self._input_storages and func._schema.is_mutable:
             for t in _written(func, args, kwargs):
                 self.mutated.update(self._input_storages.get(storage_id(t.untyped_storage()), ()))
@@ -134,12 +160,13 @@ class RunWatcher(TorchDispatchMode):
         """Why a graph could not capture what this run did, or None."""
         if self.host_sync is None:
             return None
+        at = f" at {self.host_sync_at}" if self.host_sync_at else ""
         if self.host_sync in DATA_DEPENDENT_SHAPE_OPS:
             return (
-                f"its output shape depends on the data ({self.host_sync}), which the host must read: "
+                f"its output shape depends on the data ({self.host_sync}{at}), which the host must read: "
                 "a CUDA graph cannot capture that"
             )
-        return f"it copies device memory to the host ({self.host_sync}), which a CUDA graph cannot capture"
+        return f"it copies device memory to the host ({self.host_sync}{at}), which a CUDA graph cannot capture"
 
 
 def rebase(view: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

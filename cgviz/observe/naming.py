@@ -3,23 +3,15 @@ decisions torch's tree manager makes (generations, clones, eager runs)."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Optional
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.diagnose import graph_name
+from cgviz.trace.paths import portable_path, portable_paths
 from cgviz.trace.units import format_bytes
 
 OVERWRITTEN = "overwritten by a subsequent run"
-# An absolute path in torch's messages: quoted (it may hold spaces), or bare with at least two
-# components (so "warmup/record" or a URL is left alone); POSIX or with a Windows drive.
-_SEP = r"[\\/]"
-_WORD = r"[^\s\"'<>:,;()\[\]\\/]+"
-_ABSOLUTE_PATH = re.compile(
-    rf"""(?P<q>["'])(?P<quoted>(?:[A-Za-z]:)?{_SEP}[^"'\n]+)(?P=q)"""
-    rf"""|(?<![\w./\\:])(?P<bare>(?:[A-Za-z]:)?(?:{_SEP}{_WORD}){{2,}})"""
-)
 # torch names the code of each compiled graph alike ("partition_0"); past the first, a graph's
 # partitions keep their number in its name
 _PARTITION = re.compile(r"partition_[1-9]\d*")
@@ -32,36 +24,6 @@ EAGER_WORDS = {
     "function eagerly at this place of the tree from now on (torch._inductor.config.triton."
     "cudagraph_managed_input_rerecord_action = 'skip')",
 }
-
-
-def portable_path(path: str) -> str:
-    """`path` as a trace keeps it. Traces are shared between machines, and an absolute path
-    names the recording machine's directories (and user) while meaning nothing elsewhere:
-    inside a site-packages or dist-packages directory it becomes the part after it
-    (torch/_inductor/cudagraph_trees.py), inside the current directory relative to it, and
-    anywhere else its last two components."""
-    norm = re.sub(r"^[A-Za-z]:", "", path.replace("\\", "/"))
-    for packages in ("/site-packages/", "/dist-packages/"):
-        if packages in norm:
-            return norm.rsplit(packages, 1)[1]
-    cwd = os.getcwd().replace("\\", "/").rstrip("/") + "/"
-    if cwd != "/" and norm.startswith(cwd):
-        return norm[len(cwd):]
-    return "/".join([part for part in norm.split("/") if part][-2:])
-
-
-def portable_paths(text: str) -> str:
-    """`text` (a reason: torch's messages carry stack traces) with every absolute path made
-    portable (see portable_path)."""
-    if "/" not in text and "\\" not in text:
-        return text
-
-    def shorten(match: re.Match) -> str:
-        if match["quoted"] is not None:
-            return match["q"] + portable_path(match["quoted"]) + match["q"]
-        return portable_path(match["bare"])
-
-    return _ABSOLUTE_PATH.sub(shorten, text)
 
 
 def compiled_graph_name(torch_name: str, compile_id: str, mode: str, frame: str = "") -> str:

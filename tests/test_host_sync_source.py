@@ -1,0 +1,56 @@
+"""A function the tree runs eagerly because it needs the host says where: the user's own line
+(the innermost frame outside torch and cgviz), as torch's skip messages do."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+import cgviz
+
+
+def branches(x):
+    y = x * 2
+    if y.sum().item() > 0:  # the host reads a value
+        return y + 1
+    return y
+
+
+def masks(x):
+    return x[x > 0]  # the output's shape depends on the data
+
+
+def called_from_a_helper(x):
+    return branches(x) * 3
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def eager_reasons(fn) -> list[str]:
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(fn, name="f")
+    for _ in range(3):
+        f(torch.ones(4))
+    return [s.reason for s in tree.trace.steps if s.kind == "eager"]
+
+
+def test_a_host_sync_names_the_users_line_and_its_text():
+    why = eager_reasons(branches)[0]
+    line = line_of(branches, ".item()")
+    assert "aten::_local_scalar_dense at " in why and f"test_host_sync_source.py:{line} in branches" in why
+    assert "(if y.sum().item() > 0:" in why
+
+
+def test_a_data_dependent_shape_names_the_users_line():
+    why = eager_reasons(masks)[0]
+    assert f"test_host_sync_source.py:{line_of(masks, 'x[x > 0]')} in masks" in why
+
+
+def test_the_innermost_users_frame_is_named_not_the_wrapped_functions():
+    why = eager_reasons(called_from_a_helper)[0]
+    assert f"test_host_sync_source.py:{line_of(branches, '.item()')} in branches" in why
+    assert "torch/" not in why and "cgviz/" not in why
