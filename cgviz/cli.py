@@ -1,5 +1,6 @@
-"""The `cgviz` command: demo a scenario, render a saved trace as HTML, export it for Perfetto,
-merge the traces of a multi-rank job, report versions and backends or what a saved trace holds."""
+"""The `cgviz` command: demo a scenario, run a program under observe_torch (cgviz/run.py), render a
+saved trace as HTML, export it for Perfetto, merge the traces of a multi-rank job, report versions
+and backends or what a saved trace holds."""
 
 from __future__ import annotations
 
@@ -393,10 +394,19 @@ def _trace_info(path: str) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from cgviz.run import main as run_main
+
+    return run_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import cgviz
+    from cgviz.run import add_parser as add_run_parser
     from cgviz.scenarios import SCENARIOS
 
     parser = argparse.ArgumentParser(prog="cgviz", description="Run and inspect CUDA graph trees.")
+    parser.add_argument("--version", action="version", version=f"cgviz {cgviz.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scenario and show its tree, steps and reasons")
     demo.add_argument("--backend", choices=("auto", "sim", "cuda"), default="auto")
@@ -408,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
              "the trace as JSON; repeat for both",
     )
     demo.set_defaults(run=_demo)
+    add_run_parser(sub).set_defaults(run=_run)
     render = sub.add_parser("render", help="write a saved trace as a standalone HTML explorer")
     render.add_argument("trace", metavar="TRACE", help="a trace saved as JSON (run.cgtrace.json)")
     render.add_argument("-o", "--output", metavar="PATH", help="the HTML file (default: TRACE with .html)")
@@ -452,7 +463,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    program = None
+    if argv[:1] == ["run"]:  # `cgviz run [options] script.py ARGS`: ARGS are the program's, not parsed here
+        from cgviz.run import UsageError, split_argv
+
+        try:
+            program = split_argv(argv[1:])
+        except UsageError as exc:
+            _complain("run", exc)
+            return 2
+        argv = ["run", *program.options] + (["-m", program.module] if program.module is not None else [])
     args = build_parser().parse_args(argv)
+    if program is not None:
+        args.script, args.args = program.script, program.args
     try:
         return args.run(args)
     except RuntimeError as exc:  # e.g. --backend cuda without CUDA
