@@ -86,6 +86,31 @@ class Finding:
         return out
 
 
+# the user's line in a reason the engine wrote ("... at model.py:5 in step (if y.item() > 0:)), which ...")
+_USER_LINE = re.compile(r" at (?P<file>[^\s:()]+):(?P<line>\d+) in (?P<function>[^\s(]+)(?: \((?P<code>.*?)\))?\),")
+
+
+def user_source(reason: str) -> Optional[dict]:
+    """The user's source line a reason names (file, line, function, code), or None."""
+    found = _USER_LINE.search(reason)
+    if found is None:
+        return None
+    return {"file": found["file"], "line": int(found["line"]), "function": found["function"],
+            "code": found["code"] or ""}
+
+
+def finding_record(finding: Finding) -> dict:
+    """A finding as `cgviz doctor --json` gives it: its fields, and the cause, the source
+    location (or null) and the fix as fields of their own."""
+    record = asdict(finding)
+    numbers = finding.numbers
+    record["cause"] = numbers.get("cause") if isinstance(numbers.get("cause"), str) else finding.title
+    source = numbers.get("source")
+    record["source"] = source if isinstance(source, dict) else None
+    record["fix"] = finding.suggestion or None
+    return record
+
+
 @dataclass
 class Diagnosis:
     """The findings of one trace, the most important first."""
@@ -107,7 +132,7 @@ class Diagnosis:
         return "\n".join(f.text() for f in self.findings)
 
     def to_dict(self) -> dict:
-        return {"findings": [asdict(f) for f in self.findings]}
+        return {"findings": [finding_record(f) for f in self.findings]}
 
 
 def diagnose(trace: Trace) -> Diagnosis:
@@ -329,10 +354,12 @@ def _eager_groups(steps: list[Step], times: list[int]) -> list[Finding]:
                 OBSERVE_FIRST_CALL + (f"; then: {fix}" if fix else ""),
             ))
             continue
-        out.append(Finding(
-            "warning", "eager", f"{who} ran eagerly {times_}: {why}",
-            evidence, {"function": function, "calls": calls}, fix_for(first.reason),
-        ))
+        numbers = {"function": function, "calls": calls}
+        source = user_source(first.reason)
+        if source is not None:
+            numbers["source"] = source
+        out.append(Finding("warning", "eager", f"{who} ran eagerly {times_}: {why}", evidence, numbers,
+                           fix_for(first.reason)))
     return out
 
 
