@@ -21,8 +21,7 @@ from cgviz.engine._torch_compat import storage_id
 from cgviz.trace.paths import portable_path
 
 # frames inside these packages are not the user's code (the innermost frame outside them is)
-_NOT_USERS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,) if getattr(m, "__file__", None)) + (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+_NOT_USERS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 
 
 def user_line(skip: int = 1) -> Optional[str]:

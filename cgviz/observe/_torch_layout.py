@@ -8,12 +8,15 @@ default, so an observed program keeps running on a torch whose layout is new to 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sys
 import warnings
 from typing import Any, Callable, Optional
 
 import torch
+
+from cgviz.engine import rules
 
 _MISSING_REPORTED: set[str] = set()
 _SENTINEL = object()
@@ -256,19 +259,20 @@ def managed_input_rule(manager: Any, function_id: Any) -> tuple[str, Any]:
             getattr(wrapped, "cudagraph_managed_input_rerecord_limit", None))
 
 
+# torch's CheckInvariantStatus names -> the kinds of failed check the release rules count by
+_MISMATCH_KINDS = {STATIC_INPUT_MISMATCH: rules.STATIC, "CudagraphManagedIdxMismatch": rules.MANAGED,
+                   "ExpectedDeadIndicesBeforeGraphMismatch": rules.DEAD}
+
+
 def rerecord_counts(status: str) -> Optional[bool]:
     """Does a re-record after a failed check of `status` (a CheckInvariantStatus name) count
     toward torch's re-record limit in the installed release? None: this release has no limit.
-
-    2.11 and 2.12 count a moved static input or a moved managed input; 2.12 has no limit at
-    all (exceed_rerecord_limit returns False); from 2.13 every mismatch but a moved static input
-    counts.
-    """
-    if RELEASE[:2] == (2, 12):
+    The release's rules are the engine's (`cgviz.engine.rules`: one table for both producers)."""
+    release = rules.rules_for(f"{RELEASE[0]}.{RELEASE[1]}")
+    if release.rerecord_limit_applies == rules.NEVER:
         return None
-    if RELEASE < (2, 13):
-        return status in (STATIC_INPUT_MISMATCH, "CudagraphManagedIdxMismatch")
-    return status != STATIC_INPUT_MISMATCH
+    kind = _MISMATCH_KINDS.get(status)
+    return kind is not None and release.counts(kind)
 
 
 def is_kernel_free(node: Any) -> bool:
@@ -522,8 +526,9 @@ TREES_LOGGER = TREES_MODULE
 DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"
 
 
+@functools.cache
 def _has_cuda_bindings() -> bool:
-    """Is NVIDIA's cuda.bindings package installed (get_graph_data needs it)?"""
+    """Is NVIDIA's cuda.bindings package installed (get_graph_data needs it)? Asked once."""
     import importlib.util
 
     try:

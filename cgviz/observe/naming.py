@@ -1,4 +1,4 @@
-"""How the observer names things and words its reasons: compiled graphs, portable paths, the
+"""How the observer names things and words its reasons: compiled graphs, the
 decisions torch's tree manager makes (generations, clones, eager runs)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from typing import Optional
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.diagnose import graph_name
-from cgviz.trace.paths import portable_path, portable_paths
 from cgviz.trace.units import format_bytes
 
 OVERWRITTEN = "overwritten by a subsequent run"
@@ -53,8 +52,8 @@ def generation_reason(ended: int, invalidated: list, cloned: Optional[list] = No
     said = f"generation {ended} ends (a new torch.compile invocation or cudagraph_mark_step_begin())"
     if cloned:
         total = sum(nbytes for _, _, nbytes in cloned)
-        said += (f"; cloned out of the pool, so they stay valid (torch._inductor.config.triton."
-                 f"cudagraph_trees_generation_cloning = 'user_visible'): "
+        said += ("; cloned out of the pool, so they stay valid (torch._inductor.config.triton."
+                 "cudagraph_trees_generation_cloning = 'user_visible'): "
                  + ", ".join(f"output {o} of node {n} ({format_bytes(b)})" for n, o, b in cloned)
                  + f", {format_bytes(total)} in all")
     return said + "; invalidated: " + (outputs_named(invalidated) if invalidated else "nothing live")

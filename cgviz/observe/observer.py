@@ -21,6 +21,7 @@ from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
 from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SKIPPED, stack_frames
 from cgviz.trace.fold import StepLog, decision_key
+from cgviz.trace.paths import portable_paths
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
 
@@ -134,6 +135,12 @@ class TorchObserver:
         self._ids.pop(key, None)
         self._replay_steps.pop(key, None)
 
+    def _parent_of(self, node_id: int, node: Any) -> Optional[int]:
+        """A node's parent's id, read from torch once (a replay loop asks at every step it makes)."""
+        if node_id not in self._parents:
+            self._parents[node_id] = self.node_id(layout.node_parent(node))
+        return self._parents[node_id]
+
     def _live_nodes(self) -> dict[int, Any]:
         return {cg_id: node for cg_id, node in ((i, r()) for i, r in self._nodes.items()) if node is not None}
 
@@ -148,11 +155,9 @@ class TorchObserver:
         if self._notes and kind in ("record", "eager", "warmup"):
             reason = reason + "; " + "; ".join(self._notes)
             self._notes.clear()
-        reason = naming.portable_paths(reason)
+        reason = portable_paths(reason)
         node_id = self.node_id(node)
-        parent_id = self._parents.get(node_id) if node is not None else None
-        if node is not None and node_id not in self._parents:
-            parent_id = self._parents[node_id] = self.node_id(layout.node_parent(node))
+        parent_id = None if node is None else self._parent_of(node_id, node)
         invalidated = invalidated or []
         key = decision_key(kind, function, node_id, parent_id, invalidated, reason)
         self._add(key, manager, partial(make_step, kind, reason, self.generation, function, node_id, parent_id,
@@ -203,38 +208,29 @@ class TorchObserver:
         """torch replayed a node: noted raw at "events" (its step's parts, made at its first
         replay), made into a step at once at "full"."""
         if self._raw_id == id(manager) or self.raw_manager(manager):
-            replay = self._replay_steps.get(id(node))
-            if replay is None:
-                replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
-            self._raw.append(replay)
-            if len(self._raw) >= RAW_BATCH:
-                self.catch_up()
+            self._note(self._replay_parts(manager, node))
         else:
-            self._replay(manager, node, start)
+            self._add_replay(manager, self._replay_parts(manager, node), start)
 
     def generation_began(self, manager: Any) -> None:
-        raw = self._raw
-        pending = self._pending_invalidated or self._pending_cloned
-        if self._raw_id == id(manager) and not pending:  # the replay loop
-            raw.append(_NEW_GENERATION)
-            if len(raw) >= RAW_BATCH:
-                self.catch_up()
-            return
-        if not pending and self.raw_manager(manager):
-            self._raw.append(_NEW_GENERATION)
-            if len(self._raw) >= RAW_BATCH:
-                self.catch_up()
+        pending = self._pending_invalidated or self._pending_cloned  # said by its step: made now
+        if not pending and (self._raw_id == id(manager) or self.raw_manager(manager)):
+            self._note(_NEW_GENERATION)
         else:
             self.catch_up()
             self._new_generation(manager)
 
     def path_ended(self, manager: Any, before: Any) -> None:
         if self.raw_manager(manager):
-            self._raw.append((_PATH_END, self.node_id(before)))
-            if len(self._raw) >= RAW_BATCH:
-                self.catch_up()
+            self._note((_PATH_END, self.node_id(before)))
         else:
             self._path_end(manager, self.node_id(before))
+
+    def _note(self, event: Any) -> None:
+        """A replay-loop event, noted raw; a full batch is made into steps."""
+        self._raw.append(event)
+        if len(self._raw) >= RAW_BATCH:
+            self.catch_up()
 
     def catch_up(self) -> None:
         """Make the noted replay-loop events into steps (in order, before anything else)."""
@@ -257,11 +253,12 @@ class TorchObserver:
         if self._raw_id == id(manager):
             self._raw_id = self._raw_ref = None
 
-    def _replay(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
+    def _replay_parts(self, manager: Any, node: Any) -> tuple:
+        """What a node's replay steps say, made at its first replay (forgotten with the node)."""
         replay = self._replay_steps.get(id(node))
         if replay is None:
             replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
-        self._add_replay(manager, replay, start)
+        return replay
 
     def _add_replay(self, manager: Any, replay: tuple, start: Optional[float]) -> None:
         key, cg_id, label, parent, reason = replay
@@ -281,9 +278,7 @@ class TorchObserver:
         reason = f"{label} replays node {cg_id}: its invariants hold"
         if layout.is_kernel_free(node):
             reason += f" ({naming.KERNEL_FREE})"
-        parent = self._parents.get(cg_id)
-        if cg_id not in self._parents:
-            parent = self._parents[cg_id] = self.node_id(layout.node_parent(node))
+        parent = self._parent_of(cg_id, node)
         return decision_key("execute", label, cg_id, parent, (), reason), cg_id, label, parent, reason
 
     def _new_generation(self, manager: Any) -> None:
@@ -368,7 +363,7 @@ class TorchObserver:
     def dynamic_shape_limit(self, compile_id: str, mode: str, limit: str) -> None:
         """torch 2.15: a compiled graph stopped recording new shapes (they run eagerly, unseen)."""
         frame = self.frame_name(compile_id, [])
-        label = naming.portable_paths(naming.compiled_graph_name("", compile_id, mode, frame))
+        label = portable_paths(naming.compiled_graph_name("", compile_id, mode, frame))
         self.step("eager", naming.dynamic_shape_limit_reason(label, limit), function=label)
 
     def error_raised(self, exc: BaseException) -> None:
@@ -420,7 +415,7 @@ class TorchObserver:
             name, mode = layout.function_label(manager, function_id)
             cid = layout.compile_id(manager, function_id)
             frame = self.frame_name(cid, layout.stack_traces(manager, function_id))
-            label = self._labels[key] = naming.portable_paths(naming.compiled_graph_name(name, cid, mode, frame))
+            label = self._labels[key] = portable_paths(naming.compiled_graph_name(name, cid, mode, frame))
             self._functions[id(manager), function_id] = label
         return label
 
@@ -551,7 +546,7 @@ class TorchObserver:
             why = " (torch skipped the CUDA graphs of its forward, and so of it)"
         else:  # not asked for CUDA graphs, or a graph with no CUDA work: torch says nothing
             return None
-        label = naming.portable_paths(naming.compiled_graph_name("", compile_id, mode,
+        label = portable_paths(naming.compiled_graph_name("", compile_id, mode,
                                                                  self.frame_name(compile_id, [message])))
         return label, f"{label} ran eagerly{why}: {SKIPPED}{message}"
 

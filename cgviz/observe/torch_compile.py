@@ -17,10 +17,11 @@ import os
 from typing import Iterator, Optional
 
 from cgviz.observe import _hooks
-from cgviz.observe.naming import OVERWRITTEN, compiled_graph_name, portable_path, portable_paths
+from cgviz.observe.naming import OVERWRITTEN, compiled_graph_name
 from cgviz.observe.observer import TorchObserver
 from cgviz.trace.io import check_save_target
 from cgviz.trace.model import Trace
+from cgviz.trace.paths import portable_path, portable_paths
 from cgviz.trace.ranks import rank_path
 
 __all__ = ["observe_torch", "start_observing", "stop_observing", "TorchObserver", "compiled_graph_name",

@@ -264,9 +264,10 @@ class PageData:
 
     @staticmethod
     def _tree_key(step: "Step") -> tuple:
-        # what the tree view depends on: the snapshot, and the step's node, kind and invalidations
-        inval = tuple(sorted({p[0] for p in step.invalidated})) if step.invalidated else ()
-        return (id(step.snapshot), step.kind, step.node, inval)
+        # what the tree view depends on: the snapshot, and what it shows of the step
+        from cgviz.views.rank_trees import step_shown
+
+        return (id(step.snapshot),) + step_shown(step)
 
     def _node_index(self, n: "NodeView") -> int:
         index = self._node_ids.get(id(n))

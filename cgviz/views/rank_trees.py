@@ -21,12 +21,19 @@ from cgviz.views.style import TREE_STYLE as STYLE
 if TYPE_CHECKING:
     from cgviz.trace.model import Snapshot, Step, Trace
 
-__all__ = ["RankTrees", "ranks_tree_svg"]
+__all__ = ["RankTrees", "ranks_tree_svg", "step_shown"]
 
 _GAP = 28.0  # px between two ranks' trees
 _LABEL = 22.0  # px above each tree for its label
 _SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([\d.]+)(pt|px)?"[^>]*?\bheight="([\d.]+)(pt|px)?"')
 _PX = {"pt": 4 / 3, "px": 1.0, None: 1.0}
+
+
+def step_shown(step: "Step") -> tuple:
+    """What a tree's drawing shows of the step that left it so, beside its snapshot: the step's
+    kind and node, and the nodes whose outputs it invalidated (equal values, equal drawings)."""
+    inval = tuple(sorted({p[0] for p in step.invalidated})) if step.invalidated else ()
+    return (step.kind, step.node, inval)
 
 
 class RankTrees:
@@ -56,7 +63,7 @@ class RankTrees:
         """What the picture of step `i` depends on (equal keys, equal pictures)."""
         trees = self.at(i)
         return (tree_of(self.trace.steps[i]),) + tuple(
-            (r, id(snap), k, None if step is None else (step.kind, step.node, tuple(sorted({p[0] for p in step.invalidated}))))
+            (r, id(snap), k, None if step is None else step_shown(step))
             for r, (snap, step, k) in sorted(trees.items()))
 
 
@@ -95,8 +102,7 @@ def _tree_part(r: TreeKey, snap: "Snapshot", step: Optional["Step"], own: bool, 
     """One tree's drawing in the picture (its ids prefixed unless it is the step's own) and size."""
     key = None
     if drawn is not None:
-        shown = None if step is None else (step.kind, step.node, tuple(sorted({p[0] for p in step.invalidated})))
-        key = (r, id(snap), shown, own, legend, renderer)
+        key = (r, id(snap), None if step is None else step_shown(step), own, legend, renderer)
         found = drawn.get(key)
         if found is not None and found[0] is snap:
             return found[1], found[2]

@@ -26,7 +26,7 @@ import cgviz
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/gpu/torch_suite.py
 
-from torch_suite import all_live_block_count, get_all_cudagraph_segments  # noqa: E402
+from torch_suite import all_live_block_count, fresh_dynamo, get_all_cudagraph_segments  # noqa: E402, F401 (fixture)
 
 DEV = "cuda"
 SKIP_LOGGER = "log_cudagraph_skip_and_bump_counter"
@@ -34,18 +34,6 @@ LEVELS = [("events", False), ("events", True), ("full", False), ("full", True)]
 # what torch leaves after torch._dynamo.reset() and the user's cleanup
 CLEAN = {"tree manager is None": True, "manager collected": True, "cudagraph segments": 0,
          "live cudagraph blocks": 0}
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
 
 
 def reproducible():

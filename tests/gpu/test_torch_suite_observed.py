@@ -14,7 +14,6 @@ Skipped without CUDA (tests/gpu/conftest.py). The whole file compiles a few hund
 
 from __future__ import annotations
 
-import gc
 import sys
 import warnings
 from pathlib import Path
@@ -27,12 +26,13 @@ from torch._inductor import config
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/gpu/torch_suite.py
 
 import torch_suite as suite  # noqa: E402
-from torch_suite import (  # noqa: E402
+from torch_suite import (  # noqa: E402, F401 (fresh_dynamo: a fixture)
     all_live_block_count,
     assert_equal,
     cdata,
     curr_node,
     cudagraphify_impl,
+    fresh_dynamo,
     get_manager,
     get_root_children,
     num_checkpoints,
@@ -41,20 +41,6 @@ from torch_suite import (  # noqa: E402
 )
 
 variants = pytest.mark.parametrize("variant", suite.VARIANTS)
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Each test compiles from scratch, with empty trees and torch's skip counters at 0; what a
-    failed test left behind is freed before the next."""
-    torch._dynamo.reset()  # also torch._inductor.cudagraph_trees.reset_cudagraph_trees()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
 
 
 # -- a simple recording and replay, dynamic shapes: new roots ------------------------------------
