@@ -319,7 +319,14 @@ def test_a_graph_skipped_at_compile_time_has_its_calls_joined(cpu_reason):
     eager = cgviz.diagnose(trace).of("eager")
     assert [f.numbers["function"] for f in eager] == ["scaled [0/0] (forward)", "scaled [0/0] (backward)"]
     assert all(f.numbers["input"] == "arg1_1" and f.numbers["source"]["line"] == line for f in eager)
-    assert eager[0].evidence == [s.index for s in trace.steps if s.function == "scaled [0/0] (forward)"]
+    assert eager[0].evidence == [s.index for s in trace.steps
+                                 if s.function == "scaled [0/0] (forward)" and s.kind == "eager"]
+    # torch's decision is a compile-time step of its own, before the graph's first call
+    (decided, backward_off) = [s for s in trace.steps if s.kind == "compile"]
+    assert decided.function == "scaled [0/0] (forward)" and "compiled without CUDA graphs" in decided.reason
+    assert backward_off.function == "scaled [0/0] (backward)" and "its forward" in backward_off.reason
+    assert decided.index < eager[0].evidence[0] and first.evidence[0] == decided.index
+    assert "cpu device (arg1_1)" in first.title and first.numbers["source"]["line"] == line
     assert "GPU" in eager[0].suggestion
 
 
@@ -328,10 +335,12 @@ def test_a_skip_message_joined_to_no_graph_is_a_step_of_its_own(cpu_reason):
         with compile_context(CompileContext(CompileId(frame_id=0, frame_compile_id=0))):
             CompiledGraph(cpu_reason)  # its compilation never finishes
     (step,) = trace.steps
-    assert step.kind == "eager" and step.function is None and "cpu device (arg1_1)" in step.reason
-    (finding,) = cgviz.diagnose(trace).of("eager")
-    assert finding.numbers["decisions"] == 1 and "joined to no call" in finding.title
-    assert cgviz.diagnose(trace).findings[0].kind == "graphed"
+    assert step.kind == "compile" and step.function is None and "cpu device (arg1_1)" in step.reason
+    (first, *_) = cgviz.diagnose(trace).findings
+    assert first.kind == "graphed" and first.severity == "error" and first.evidence == [0]
+    assert first.numbers["cause"] == "cpu device (arg1_1)"
+    assert first.numbers["source"]["line"] == line_of(scaled, "scale.to(x.device)")
+    assert "GPU" in first.suggestion
 
 
 def test_the_compiled_graph_members_the_observer_uses_exist():

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cgviz.engine._torch_compat import storage_id
-from cgviz.trace.paths import portable_path
+from cgviz.trace.paths import source_line
 
 # frames inside these packages are not the user's code (the innermost frame outside them is)
 _NOT_USERS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
@@ -32,9 +32,7 @@ def user_line(skip: int = 1) -> Optional[str]:
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(_NOT_USERS) and not name.startswith("<frozen"):
-            line = linecache.getline(name, frame.f_lineno).strip()
-            where = f"{portable_path(name)}:{frame.f_lineno} in {frame.f_code.co_name}"
-            return where + (f" ({line[:80]})" if line else "")
+            return source_line(name, frame.f_lineno, frame.f_code.co_name, linecache.getline(name, frame.f_lineno))
         frame = frame.f_back
     return None
 

@@ -283,6 +283,18 @@ def wrap_skip_logger(original: Callable) -> Callable:
     return log_skip
 
 
+def wrap_graph_break(original: Callable) -> Callable:
+    """dynamo broke the graph it was tracing: where in the user's code, and why."""
+    def log_graph_break(self, *args, **kwargs):
+        if ACTIVE and not getattr(_arg(args, kwargs, 2, "exc"), "logged", False):
+            site = layout.graph_break_site(self, args, kwargs)
+            if site is not None:
+                for obs in ACTIVE:
+                    obs.graph_break(*site)
+        return original(self, *args, **kwargs)
+    return log_graph_break
+
+
 def wrap_post_compile(original: Callable) -> Callable:
     """A compiled graph is made ready: if torch turned its CUDA graphs off, see its calls."""
     def post_compile(self, *args, **kwargs):
@@ -329,6 +341,9 @@ def install() -> None:
             module = sys.modules.get(module_name)
             if module is not None and hasattr(module, layout.SKIP_LOGGER):
                 _hook(module, layout.SKIP_LOGGER, wrap_skip_logger)
+        translator = layout.graph_break_class()
+        if translator is not None and hasattr(translator, layout.GRAPH_BREAK[2]):
+            _hook(translator, layout.GRAPH_BREAK[2], wrap_graph_break)
         graph_cls = layout.compiled_graph_class()
         if graph_cls is not None:
             _hook(graph_cls, layout.COMPILED_GRAPH_MEMBERS[0], wrap_post_compile)

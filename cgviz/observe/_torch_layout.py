@@ -137,6 +137,42 @@ SKIP_COUNTER = ("torch._dynamo.utils", "counters", "inductor", "cudagraph_skips"
 COMPILE_CONTEXT = ("torch._guards", "CompileContext", "current_compile_id")
 
 
+# dynamo says where and why it broke a graph through this method of its bytecode translator
+# (translator, code_options, reason, exc); the user's stack is the exception's real_stack, or the
+# tracing context's while it runs.
+GRAPH_BREAK = ("torch._dynamo.symbolic_convert", "InstructionTranslatorBase", "log_graph_break")
+TRACING_CONTEXT = ("torch._guards", "TracingContext", "extract_stack")
+
+
+def graph_break_class() -> Any:
+    """dynamo's translator class that logs graph breaks (importing its module), or None."""
+    import importlib
+
+    try:
+        importlib.import_module(GRAPH_BREAK[0])
+    except Exception:  # a torch without dynamo's translator: no graph breaks are heard
+        return None
+    return _lookup(*GRAPH_BREAK[:2])
+
+
+def graph_break_site(translator: Any, args: tuple, kwargs: dict) -> Optional[tuple[str, str, tuple]]:
+    """(the compiled function's name, dynamo's reason, (file, line, function, code) of the user's
+    line that broke the graph) from a log_graph_break call, or None where it cannot be read."""
+    try:
+        reason = kwargs["reason"] if "reason" in kwargs else args[1]
+        exc = kwargs["exc"] if "exc" in kwargs else (args[2] if len(args) > 2 else None)
+        stack = getattr(exc, "real_stack", None)
+        if not stack:
+            extract = _lookup(*TRACING_CONTEXT)
+            stack = extract() if extract is not None else None
+        frame = stack[-1] if stack else None
+        site = (frame.filename, frame.lineno, frame.name, frame.line or "") if frame is not None else None
+        code = getattr(translator, "f_code", None)
+        return getattr(code, "co_name", ""), str(reason), site
+    except Exception:  # another release's arguments: the break is not named
+        return None
+
+
 def manager_class() -> Any:
     """torch's CUDAGraphTreeManager class (importing its module)."""
     from torch._inductor import cudagraph_trees

@@ -3,14 +3,25 @@ decisions torch's tree manager makes (generations, clones, eager runs)."""
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Optional
+import sysconfig
+from typing import Any, Optional
+
+import torch
 
 from cgviz.observe import _torch_layout as layout
-from cgviz.trace.diagnose import graph_name
+from cgviz.trace.diagnose import GRAPH_BREAK, graph_name  # noqa: F401  (GRAPH_BREAK: the observer's words)
+from cgviz.trace.paths import source_line
 from cgviz.trace.units import format_bytes
 
 OVERWRITTEN = "overwritten by a subsequent run"
+# frames in these directories are not the user's code: torch, cgviz, Python's own library
+_NOT_USERS = tuple(os.path.join(os.path.realpath(d), "") for d in (
+    os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    sysconfig.get_paths()["stdlib"],
+))
+_AUTOGRAD = os.path.join(os.path.realpath(os.path.dirname(torch.__file__)), "autograd", "")
 # torch names the code of each compiled graph alike ("partition_0"); past the first, a graph's
 # partitions keep their number in its name
 _PARTITION = re.compile(r"partition_[1-9]\d*")
@@ -89,3 +100,26 @@ def demoted_note(inputs: list[int], action: str, limit: object) -> str:
 def dynamic_shape_limit_reason(label: str, limit: str) -> str:
     return (f"{label} reached torch's cudagraph_dynamic_shape_rerecord_limit = {limit}: the shapes already recorded "
             "keep replaying, every new shape runs eagerly without reaching the tree (so its calls are not steps)")
+
+
+def overwritten_reason(exc: BaseException) -> str:
+    """An "overwritten by a subsequent run" error's reason: the user's line that read the
+    output, whether autograd's backward read it (an activation saved for it, or a gradient it
+    accumulates into), and torch's message."""
+    frames = _traceback_frames(exc.__traceback__)
+    users = [f for f in frames if not os.path.realpath(f[0]).startswith(_NOT_USERS)]
+    where = f" (raised at {source_line(*users[-1])})," if users else ","
+    reader = ("autograd's backward read it" if any(os.path.realpath(f[0]).startswith(_AUTOGRAD) for f in frames)
+              else "the program read it")
+    return f"an output was used after a later run overwrote it{where} {reader}: {exc}"
+
+
+def _traceback_frames(tb: Any) -> list[tuple[str, int, str, str]]:
+    import linecache
+
+    out = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        out.append((code.co_filename, tb.tb_lineno, code.co_name, linecache.getline(code.co_filename, tb.tb_lineno)))
+        tb = tb.tb_next
+    return out

@@ -21,7 +21,7 @@ from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
 from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SKIPPED, stack_frames
 from cgviz.trace.fold import StepLog, decision_key
-from cgviz.trace.paths import portable_paths
+from cgviz.trace.paths import portable_paths, source_line
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
 
@@ -372,8 +372,7 @@ class TorchObserver:
         if steps and steps[-1].kind == "error" and str(exc) in steps[-1].reason:
             return
         managers = self.managers
-        self.step("error", f"an output was used after a later run overwrote it: {exc}",
-                  managers[-1] if managers else None)
+        self.step("error", naming.overwritten_reason(exc), managers[-1] if managers else None)
 
     # -- a call of the manager's run() ---------------------------------------------------------------
     def call_began(self) -> int:
@@ -527,17 +526,28 @@ class TorchObserver:
         elif "post_compile" in self.hooked:
             self._compile_skips.setdefault(layout.current_compile_id(), []).append(message)
         else:
-            self.step("eager", SKIPPED + message)
+            self.step("compile", SKIPPED + message)
+
+    def graph_break(self, function: str, reason: str, site: Optional[tuple]) -> None:
+        """dynamo broke the graph of `function` while compiling it: a compile step saying where
+        (the user's line) and why; the function then runs as several graphs with Python between."""
+        where = f" (the graph breaks at {source_line(*site)})," if site else ","
+        why = reason.strip()
+        self.step("compile", f"{naming.GRAPH_BREAK} {function or 'a compiled function'}{where} so torch.compile "
+                  f"runs it as separate graphs with Python between them: {why}")
 
     def compiled(self, graph: Any, compile_id: str, turned_off: bool) -> Optional[tuple[str, str]]:
         """A graph's compilation ended: (its name, the reason of its calls) when torch turned its
         CUDA graphs off and said why (for it, or for the forward of this backward), else None."""
         messages = self._compile_skips.pop(compile_id, [])
-        for message in messages[:-1] if turned_off else messages:  # said, but not what turned them off
-            self.step("eager", SKIPPED + message)
+        mode = layout.graph_mode(graph)
+        if messages:
+            label = portable_paths(naming.compiled_graph_name("", compile_id, mode,
+                                                              self.frame_name(compile_id, messages)))
+            for message in messages[:-1] if turned_off else messages:  # said, but not what turned them off
+                self.step("compile", f"while compiling {label}: {SKIPPED}{message}", function=label)
         if not turned_off:
             return None
-        mode = layout.graph_mode(graph)
         if messages:
             message = self._skipped_compiles[compile_id] = messages[-1]
             why = ""
@@ -547,7 +557,9 @@ class TorchObserver:
         else:  # not asked for CUDA graphs, or a graph with no CUDA work: torch says nothing
             return None
         label = portable_paths(naming.compiled_graph_name("", compile_id, mode,
-                                                                 self.frame_name(compile_id, [message])))
+                                                          self.frame_name(compile_id, [message])))
+        self.step("compile", f"{label} compiled without CUDA graphs{why}, so its calls run eagerly: "
+                  f"{SKIPPED}{message}", function=label)
         return label, f"{label} ran eagerly{why}: {SKIPPED}{message}"
 
     def eager_graph_called(self, label: str, reason: str, start: Optional[float]) -> None:
@@ -559,8 +571,10 @@ class TorchObserver:
         graphs torch compiled before observing began are named in the trace's meta, and a
         repetition half done is kept."""
         self.catch_up()
-        for message in self._run_skips + [m for ms in self._compile_skips.values() for m in ms]:
+        for message in self._run_skips:
             self.step("eager", SKIPPED + message)
+        for message in (m for ms in self._compile_skips.values() for m in ms):
+            self.step("compile", SKIPPED + message)
         self._run_skips, self._compile_skips = [], {}
         if "add" in self.hooked:
             before = sorted({name for key, name in self._functions.items() if key not in self._added})

@@ -40,6 +40,9 @@ _OPERATION = re.compile(r"incompatible op (\S+)|control flow operator: (\S+?)\.?
 
 # (words in a reason, what to change): the first match suggests the fix for an eager fallback
 _FIXES = (
+    (("cudagraph_skip_dynamic_graphs",), "let torch record a CUDA graph per input shape: leave "
+     "torch._inductor.config.triton.cudagraph_skip_dynamic_graphs at False (the default), or pad inputs to a few "
+     "fixed shapes and compile without dynamic=True"),
     (("cpu device", "is on cpu", "cpu scalar"), "move the inputs to the GPU before the call (x.cuda()); keep "
      "CPU scalars as Python numbers"),
     (("mutates input", "mutated inputs", "mutation"), "pass inputs the function writes in place as static "
@@ -72,7 +75,7 @@ class Finding:
 
     severity: str  # "error" | "warning" | "info"
     kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes",
-    # "before_observing", "pool", "time"
+    # "before_observing", "pool", "time", "graph_break", "compile_skip"
     title: str
     evidence: list[int]  # indices of the stored steps it rests on, the first one to look at first
     numbers: dict = field(default_factory=dict)
@@ -148,6 +151,8 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += _eager_groups(steps, times)
     findings += _rerecords(steps)
     findings += _overwritten(steps, trace.meta)
+    findings += _graph_breaks(steps)
+    findings += _compile_skips(steps)
     findings += _pending_backward(steps)
     findings += _shapes(trace, steps)
     findings += _before_observing(steps, trace.meta)
@@ -170,14 +175,17 @@ def _calls(steps: list[Step], times: list[int]) -> dict[str, Counter]:
 def _nothing_called(steps: list[Step], meta: dict) -> list[Finding]:
     """No call went through a tree: said first, when torch skipped CUDA graphs (while observing, or
     before observing began: then only torch's count of its skips is known)."""
-    skips = [s for s in steps if s.kind == "eager" and not s.function]
+    skips = [s for s in steps if (s.kind == "eager" and not s.function) or (s.kind == "compile" and SKIPPED in s.reason)]
     title = "no call of this run was replayed from a CUDA graph"
     if skips:
         n = len(skips)
+        skip = torch_skip(skips[-1].reason) or {}
+        said = f": {skip['cause']}{_where(skip.get('source'))}" if skip.get("cause") else ""
         return [Finding(
             "error", "graphed",
-            f"{title}: torch.compile skipped CUDA graphs ({n} decision{'s' if n != 1 else ''}) and no call went "
-            "through a CUDA graph tree", [skips[0].index], {"calls": 0, "replayed": 0, "skips": n},
+            f"{title}: torch.compile skipped CUDA graphs while compiling ({n} decision{'s' if n != 1 else ''}){said}; "
+            "no call went through a CUDA graph tree", [skips[-1].index],
+            {"calls": 0, "replayed": 0, "skips": n, "cause": skip.get("cause"), "source": skip.get("source")},
             fix_for(skips[-1].reason),
         )]
     before = meta.get("cudagraph_skips_before_observing") or 0
@@ -210,6 +218,13 @@ def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) 
         title = f"no call of this run was replayed from a CUDA graph: {calls}, {recorded} recorded"
         if max(sum(c.values()) for c in per_function.values()) < 3:  # a warmup and a record come first
             return [Finding("info", "graphed", title + " (a function replays from its third call)", [first_call], numbers)]
+        off = [s for s in steps if s.kind == "compile" and SKIPPED in s.reason and s.function in per_function]
+        if off:  # torch decided while compiling: its reason and source line come first
+            skip = torch_skip(off[0].reason) or {}
+            title += (f"; torch.compile compiled {off[0].function} without CUDA graphs: {skip.get('cause')}"
+                      f"{_where(skip.get('source'))}")
+            numbers.update(cause=skip.get("cause"), source=skip.get("source"))
+            return [Finding("error", "graphed", title, [off[0].index, first_call], numbers, fix_for(off[0].reason))]
         return [Finding("error", "graphed", title, [first_call], numbers, _fix_for_functions(steps, per_function))]
     out = [Finding(
         "info", "coverage",
@@ -434,21 +449,153 @@ def _overwritten_fix(meta: dict) -> str:
                   "cudagraph_trees_generation_cloning comes with torch 2.14)")
 
 
+GRADIENT_FIX = (
+    "for gradient accumulation, give every parameter a .grad made outside the CUDA graphs before the first "
+    "compiled backward (run one iteration eagerly, or p.grad = torch.zeros_like(p) for each parameter) and zero "
+    "them in place between optimizer steps (optimizer.zero_grad(set_to_none=False)); without accumulation, set "
+    ".grad to None before each backward (optimizer.zero_grad(set_to_none=True))"
+)
+SAVED_FIX = (
+    "run each forward's backward before the next forward begins a new step (and call "
+    "torch.compiler.cudagraph_mark_step_begin() only between iterations, never between a forward and its backward)"
+)
+_BACKWARD_READ = "autograd's backward read it"
+
+
 def _overwritten(steps: list[Step], meta: dict) -> list[Finding]:
-    """Outputs used after the next step overwrote them: the use, and the step that began it."""
+    """Outputs used after a later run overwrote them: which output (of which graph), the step
+    that began the generation which overwrote it, and who read it: the program, or autograd
+    (a gradient it accumulates into, or a tensor saved for a backward)."""
+    made = {s.node: s.function or "" for s in steps if s.kind in ("warmup", "record") and s.node is not None}
     out = []
     for step in steps:
         if step.kind != "error" or OVERWRITTEN not in step.reason:
             continue
-        began = next(
-            (s for s in reversed(steps[: step.index]) if s.kind == "generation" and s.invalidated), None
-        ) or next((s for s in reversed(steps[: step.index]) if s.kind == "generation"), None)
+        before = steps[: step.index]
+        began = next((s for s in reversed(before) if s.kind == "generation" and s.invalidated), None) \
+            or next((s for s in reversed(before) if s.kind == "generation"), None)
         evidence = [step.index] + ([began.index] if began is not None else [])
-        when = f": step {began.index + 1} began generation {began.generation}" if began is not None else ""
-        out.append(Finding(
-            "error", "overwritten", f"an output was used after a later run overwrote it{when}",
-            evidence, {"generation": None if began is None else began.generation}, _overwritten_fix(meta),
-        ))
+        source = user_source(step.reason)
+        numbers: dict = {"generation": None if began is None else began.generation, "source": source}
+        when = ""
+        if began is not None:
+            by = next((s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS and s.function), None)
+            when = f" when step {began.index + 1}{f' ({by.function})' if by else ''} began generation {began.generation}"
+        where = f" at {source['file']}:{source['line']}" if source else ""
+        invalid = [(n, o) for n, o, *_ in (began.invalidated if began is not None else [])]
+        grads = [(n, o) for n, o in invalid if "(backward)" in made.get(n, "")]
+        if _BACKWARD_READ in step.reason and (grads or "gradient tensor output" in step.reason):
+            what = f"output {grads[0][1]} of node {grads[0][0]} ({made[grads[0][0]]})" if grads else "a backward's output"
+            numbers.update(cause="gradient accumulation: a .grad held in the CUDA graph pool", output=list(grads[0]) if grads else None)
+            title = (f"a gradient was overwritten: {what}, which autograd keeps as a parameter's .grad, was invalidated"
+                     f"{when}; the next backward{where} read it to accumulate into it")
+            fix = GRADIENT_FIX
+        elif _BACKWARD_READ in step.reason:
+            saved = [(n, o) for n, o in invalid if made.get(n)]
+            what = f"output {saved[0][1]} of node {saved[0][0]} ({made[saved[0][0]]})" if saved else "an output"
+            numbers.update(cause="a tensor saved for backward was overwritten before its backward ran",
+                           output=list(saved[0]) if saved else None)
+            title = (f"a tensor saved for a backward was overwritten: {what} was invalidated{when}, before the "
+                     f"backward{where} that needed it ran")
+            fix = SAVED_FIX
+        else:
+            numbers["cause"] = "an output kept across steps was overwritten"
+            title = f"an output was used after a later run overwrote it{where}" + (f":{when.replace(' when', '', 1)}" if when else "")
+            fix = _overwritten_fix(meta)
+        out.append(Finding("error", "overwritten", title, evidence, numbers, fix))
+    return out
+
+
+# the observer's words for a graph break (observe/naming.py): "graph break in fn (at x.py:5 in fn (code)), so ..."
+GRAPH_BREAK = "graph break in"
+_BREAK = re.compile(r"^graph break in (?P<function>\S+)")
+_BREAK_REASON = re.compile(r"Python between them: (?P<why>.*)", re.DOTALL)
+_BREAK_PREAMBLE = "encountered graph break when attempting to trace"
+_RESUME = "torch_dynamo_resume_in_{}_at_"
+
+
+def _base(function: Optional[str]) -> str:
+    return (function or "").split(" ", 1)[0]
+
+
+def _graph_breaks(steps: list[Step]) -> list[Finding]:
+    """Each place torch.compile broke a function's graph: the user's line, dynamo's reason, how
+    many graphs the function runs as, and the time spent between them on each call."""
+    out = []
+    seen = set()
+    for step in steps:
+        if step.kind != "compile" or not step.reason.startswith(GRAPH_BREAK):
+            continue
+        function = _BREAK.match(step.reason)["function"]
+        source = user_source(step.reason)
+        key = (function, None if source is None else (source["file"], source["line"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        root = function.split(_RESUME.format(""), 1)[-1].rsplit("_at_", 1)[0] if function.startswith(_RESUME.format("")) else function
+        breaks = sum(1 for s in steps if s.kind == "compile" and s.reason.startswith(GRAPH_BREAK)
+                     and (_BREAK.match(s.reason)["function"] == root
+                          or _BREAK.match(s.reason)["function"].startswith(_RESUME.format(root))))
+        found = _BREAK_REASON.search(step.reason)
+        lines = [ln.strip() for ln in (found["why"] if found else "").splitlines()]
+        cause = next((ln for ln in lines if ln and not ln.lower().startswith(_BREAK_PREAMBLE)), "a graph break")
+        gaps = _gaps(steps, function)
+        numbers = {"function": function, "graphs": breaks + 1, "cause": cause, "source": source}
+        cost = ""
+        if gaps:
+            numbers["between_graphs_us"] = statistics.median(gaps)
+            cost = f"; each call spends {format_us(statistics.median(gaps))} between them (median of {len(gaps)} calls)"
+        where = f" at {source['file']}:{source['line']}" if source else ""
+        title = f"{root} runs as {breaks + 1} graphs with Python between them: a graph break{where} ({cause}){cost}"
+        out.append(Finding("warning", "graph_break", title, [step.index], numbers, _break_fix(cause)))
+    return out
+
+
+def _gaps(steps: list[Step], function: str) -> list[float]:
+    """µs from the end of a call of `function`'s graph to the start of its resumed graph's call."""
+    gaps = []
+    prev: Optional[Step] = None
+    for step in steps:
+        if step.kind not in CALL_KINDS or not step.function:
+            continue
+        if (prev is not None and _base(prev.function) == function and prev.start is not None
+                and step.start is not None and _base(step.function).startswith(_RESUME.format(function))):
+            gaps.append(max(0.0, (step.start - prev.start - prev.duration) * 1e6))
+        prev = step
+    return gaps
+
+
+def _break_fix(cause: str) -> str:
+    text = cause.lower()
+    if "item()" in text or "data-dependent" in text or "data dependent" in text or "dynamic control flow" in text:
+        return ("keep the branch on the GPU: torch.where (computes both sides) or torch.cond instead of an if on a "
+                "tensor's value, or decide on the host outside the compiled function")
+    return ("remove what breaks the graph (torch._dynamo.explain(fn)(*args) lists each break with torch's hints), or "
+            "compile the pieces as separate functions")
+
+
+def _compile_skips(steps: list[Step]) -> list[Finding]:
+    """torch.compile skipped CUDA graphs while compiling, for a graph whose calls the trace does
+    not show as eager (a partition, or a message joined to no call); where no call went through
+    a tree at all, the first finding says it already."""
+    if not any(s.kind in CALL_KINDS and s.function for s in steps):
+        return []
+    eager = {(s.function, (torch_skip(s.reason) or {}).get("cause")) for s in steps if s.kind == "eager"}
+    out = []
+    seen = set()
+    for step in steps:
+        if step.kind != "compile" or SKIPPED not in step.reason:
+            continue
+        skip = torch_skip(step.reason) or {}
+        key = (step.function, skip.get("cause"))
+        if key in eager or key in seen:
+            continue
+        seen.add(key)
+        title = (f"torch.compile skipped CUDA graphs while compiling {step.function or 'a graph'}: "
+                 f"{skip.get('cause')}{_where(skip.get('source'))}")
+        out.append(Finding("warning", "compile_skip", title, [step.index],
+                           {"function": step.function, "cause": skip.get("cause"), "source": skip.get("source")},
+                           fix_for(step.reason)))
     return out
 
 

@@ -26,10 +26,10 @@ def safe_text(s: str) -> str:
 
 
 StepKind = Literal[
-    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error"
+    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error", "compile"
 ]
 STEP_KINDS: tuple[str, ...] = (
-    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error"
+    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error", "compile"
 )
 OutputState = Literal["live", "dead", "invalid"]
 NodeKind = Literal["warmup", "graph"]

@@ -43,3 +43,10 @@ def portable_paths(text: str) -> str:
         return portable_path(match["bare"])
 
     return _ABSOLUTE_PATH.sub(shorten, text)
+
+
+def source_line(filename: str, lineno: int, function: str, code: str = "") -> str:
+    """A place in the user's code as reasons name it: "model.py:42 in forward (y.sum().item())",
+    its path portable (the doctor reads it back: diagnose.user_source)."""
+    code = " ".join(code.split())[:80]
+    return f"{portable_path(filename)}:{lineno} in {function}" + (f" ({code})" if code else "")

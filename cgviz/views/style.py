@@ -76,6 +76,7 @@ STEP_COLORS: dict[str, str] = {
     "path_end": "#a0a0a0",  # grey: the path's outputs all died
     "checkpoint_restore": "#56b4e9",  # sky blue: allocator state put back before recording
     "error": "#d55e00",  # vermilion: an exception
+    "compile": "#f0e442",  # yellow: torch.compile decided while compiling (a skip, a graph break)
 }
 
 #: How a step kind reads in a legend.
@@ -88,6 +89,7 @@ STEP_LABELS: dict[str, str] = {
     "path_end": "path end",
     "checkpoint_restore": "checkpoint restore",
     "error": "error",
+    "compile": "compile-time decision",
 }
 
 _UNKNOWN_STEP = "#7f7f7f"

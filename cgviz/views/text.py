@@ -35,6 +35,7 @@ KIND_WORDS: tuple[tuple[str, str], ...] = (
     ("path_end", "path ends"),
     ("error", "errors"),
     ("checkpoint_restore", "checkpoint restores"),
+    ("compile", "compile-time decisions"),
 )
 
 # what no drawing writes as it is: control characters (line breaks among them), the line and

@@ -68,7 +68,8 @@ _MIN_VISIBLE_STEPS = 10  # a short trace is drawn on at least this many step slo
 _MAX_FOLD_LABELS = 20
 _MAX_STEP_IDS = 2000  # per-step SVG ids only up to this many steps
 #: When steps are under two pixels wide, the kind shown for a pixel's steps: the first here.
-_DENSE_PRIORITY = ("error", "eager", "record", "warmup", "checkpoint_restore", "execute", "generation", "path_end")
+_DENSE_PRIORITY = ("error", "eager", "compile", "record", "warmup", "checkpoint_restore", "execute", "generation",
+                   "path_end")
 # Lanes of a merged trace (one per rank), at 100 dpi: the ▲'s room under them, the gap over a
 # lane that holds its "×N" and "gen N", the lane height from which they get one, the names' size.
 _LANE_BELOW_PX = 12
