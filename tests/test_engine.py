@@ -254,6 +254,12 @@ def test_chain_records_a_root_and_children_then_replays_the_path():
     records = steps_of(tree, "record")
     assert [(s.function, s.node, s.parent) for s in records] == [("f", 3, None), ("g", 4, 3), ("h", 5, 4)]
     assert "no child for g under node 3" in records[1].reason
+    # torch hangs a new graph under the current node: the last graph run on the path
+    assert "under node 3, the current node (the last graph run on the path" in records[1].reason
+    # what torch checks before a replay: static inputs in place, outputs dead at recording still dead
+    replay = steps_of(tree, "execute")[-1].reason
+    assert "no output of the path that was dead at recording is live" in replay
+    assert "live outputs as at recording" not in replay
     snap = tree.snapshot()
     assert [(n.id, n.parent, n.children) for n in graph_nodes(snap)] == [(3, None, [4]), (4, 3, [5]), (5, 4, [])]
     # warmups chain the same way

@@ -15,6 +15,11 @@ from cgviz.trace.fold import StepLog, step_key
 from cgviz.trace.model import NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
 from cgviz.trace.ownership import owned_segments
 
+# What torch checks before it replays a node (CUDAGraphNode.check_invariants): the static inputs
+# at their recorded addresses, and every output of the path that was dead at recording still dead
+# (outputs live then may have died since).
+REPLAY_RULE = "its static inputs are in place and no output of the path that was dead at recording is live"
+
 if TYPE_CHECKING:
     from cgviz.engine.node import Node
     from cgviz.engine.tree import Tree
@@ -73,14 +78,14 @@ class Recorder:
         self._append(step)
 
     def execute(self, node: "Node", start: float) -> None:
+        """A replay, in torch's rule for one (CUDAGraphNode.check_invariants)."""
         if self.level is None:
             return
         parent = node.parent
         where = "a root" if parent is None else f"under node {parent.id}"
         self.step(
             "execute",
-            f"{node.variant.label} replays node {node.id} ({where}): static inputs in place "
-            "and the path's live outputs as at recording",
+            f"{node.variant.label} replays node {node.id} ({where}): {REPLAY_RULE}",
             start=start,
             function=node.variant.label,
             node=node.id,

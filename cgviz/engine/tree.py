@@ -641,7 +641,8 @@ class Tree:
             reason = f"{variant.described} is warmed up and has no root graph yet; recording {where}"
         else:
             live = ", ".join(f"output {i} of node {n.id}" for n, i, alive in live_before if alive) or "nothing"
-            reason = f"no child for {variant.label} under node {parent.id} ({live} live); recording {where}"
+            reason = (f"no child for {variant.label} under node {parent.id}, the current node (the last graph run "
+                      f"on the path; {live} live); recording {where}")
         if self.pending_backward and fn.mode == "forward" and parent is not None:
             reason += (
                 f"; {self.pending_backward} forward(s) have a pending backward, whose saved outputs keep the "

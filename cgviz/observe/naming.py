@@ -102,6 +102,15 @@ def dynamic_shape_limit_reason(label: str, limit: str) -> str:
             "keep replaying, every new shape runs eagerly without reaching the tree (so its calls are not steps)")
 
 
+_REPEATED_SKIP = re.compile(r"^(skipping cudagraphs due to )(?:skipping cudagraphs due to )+", re.IGNORECASE)
+
+
+def one_skip_prefix(message: str) -> str:
+    """torch's skip message with its "skipping cudagraphs due to" said once (torch 2.11-2.15 wrap
+    some of their reasons in it twice)."""
+    return _REPEATED_SKIP.sub(r"\1", message)
+
+
 def overwritten_reason(exc: BaseException) -> str:
     """An "overwritten by a subsequent run" error's reason: the user's line that read the
     output, whether autograd's backward read it (an activation saved for it, or a gradient it

@@ -521,6 +521,7 @@ class TorchObserver:
         """torch logged "skipping cudagraphs due to ...": during a call of the tree manager (about
         that call's function, see call_ended), or while compiling a graph (about that graph: joined
         to its calls when its post_compile ends, see compiled); otherwise a step of its own."""
+        message = naming.one_skip_prefix(message)
         if self.in_call:
             self._run_skips.append(message)
         elif "post_compile" in self.hooked:

@@ -60,8 +60,8 @@ _FIXES = (
      "'copy' (torch 2.15)"),
     (("rerecord_limit", "re-recording limit", "re-recorded"), "keep the inputs that feed one graph in "
      "place between calls (reuse buffers with copy_ instead of new tensors)"),
-    (("shape_limit", "input signatures already have graphs"), "pad or bucket inputs to a few shapes, or "
-     "mark the varying dimension dynamic (torch._dynamo.mark_dynamic)"),
+    (("shape_limit", "input signatures already have graphs"), "pad or bucket inputs to a few shapes: CUDA graphs "
+     "are recorded per input shape, also where torch.compile compiled the dimension dynamic"),
     (("requires grad",), "run inference under torch.no_grad(), or graph the forward and the backward "
      "as two functions"),
     (("keyword arguments", "not a tensor"), "bind constants with functools.partial and pass tensors "
@@ -708,8 +708,9 @@ def _recompiles(steps: list[Step]) -> list[Finding]:
             f"{frame}/{max(map(int, by_recompile))}), each recorded as a graph of its own",
             evidence[:20], {"function": function, "frame": int(frame), "compilations": len(by_recompile),
                             "records": len(evidence)},
-            "mark the dimension that varies dynamic (torch._dynamo.mark_dynamic, or torch.compile(dynamic=True)), "
-            "or pad or bucket inputs to a few shapes",
+            "pad or bucket inputs to a few shapes; marking the dimension dynamic (torch._dynamo.mark_dynamic, or "
+            "torch.compile(dynamic=True)) saves the recompilations but not the graphs: torch records a CUDA graph "
+            "per input shape either way",
         ))
     return out
 

@@ -49,9 +49,9 @@ _VARYING = re.compile(r"0x[0-9a-f]+|\b\d+\b")
 _MAX_EVIDENCE = 20
 SAME_SHAPES = (
     "give every rank the same input shapes: pad the last batch or pass drop_last=True to the DataLoader (with a "
-    "DistributedSampler a rank's last batch can be shorter), or mark the varying dimension dynamic "
-    "(torch._dynamo.mark_dynamic); a rank that warms up or records while the others replay holds them up at the "
-    "next collective"
+    "DistributedSampler a rank's last batch can be shorter); a new shape makes a rank warm up or record a CUDA "
+    "graph (also where the dimension is marked dynamic), and a rank that warms up or records while the others "
+    "replay holds them up at the next collective"
 )
 
 

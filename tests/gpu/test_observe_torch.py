@@ -174,6 +174,29 @@ def test_use_after_overwrite_is_an_error_step():
     assert any(s.kind == "generation" and s.invalidated for s in trace.steps)
 
 
+def test_a_replay_in_a_new_generation_hands_back_the_same_tensor():
+    """torch ends a replayed path without invalidating its outputs (try_end_curr_execution): an
+    output kept from an earlier replay is the very tensor the next replay hands back, now holding
+    the new values, and nothing raises. cgviz's own engine raises there on purpose."""
+    def cube(x):
+        return x * x * x
+
+    compiled = torch.compile(cube, mode="reduce-overhead")
+    with observe_torch() as trace:
+        for _ in range(3):  # warm up, record, replay
+            compiled(torch.full((4,), 1.0, device=DEV))
+        y1 = compiled(torch.full((4,), 2.0, device=DEV))
+        first = y1.tolist()
+        y2 = compiled(torch.full((4,), 3.0, device=DEV))
+        same, after = y1 is y2, y1.tolist()
+    trace.meta["measured"] = {"y1_before": first, "y1_after": after, "y1_is_y2": same}
+    save(trace, "replayed_generation")
+    assert same and first == [8.0] * 4 and after == [27.0] * 4
+    assert not any(s.kind == "error" for s in trace.steps)
+    replays = [s for s in trace.expanded() if s.kind == "execute"]
+    assert len(replays) >= 3 and all(not s.invalidated for s in trace.expanded() if s.kind == "generation")
+
+
 def test_wrapping_is_removed_on_exit_and_on_exception():
     from torch._inductor import cudagraph_trees as trees
 
