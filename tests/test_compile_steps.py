@@ -98,3 +98,43 @@ def test_an_overwritten_output_read_by_a_backward_says_autograd_read_it():
     assert "autograd's backward read it" in reason
     # the user's innermost frame: the backward they wrote (called from autograd's engine)
     assert user_source(reason)["function"] == "read_after_overwrite"
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.linear(x).relu()
+
+
+def test_graphs_are_named_after_the_function_dynamo_compiled():
+    """torch names every graph's code alike (partition_0); the frame dynamo compiled names it."""
+    from cgviz.observe import _hooks
+
+    torch._dynamo.reset()
+    model, fn = torch.compile(Net()), torch.compile(branchy)
+    with tc.observe_torch():
+        observer = _hooks.ACTIVE[-1]
+        model(torch.ones(4))
+        fn(torch.ones(4))
+        names = [observer.frame_name(f"{frame}/0", []) for frame in range(3)]
+    assert names == ["Net.forward", "branchy", "torch_dynamo_resume_in_branchy_at_" + str(line_of(branchy, "if y"))]
+    torch._dynamo.reset()
+
+
+def test_two_compiled_modules_are_named_apart():
+    """dynamo compiles every module's call through one code object (compile ids 0/0, 0/1, ...):
+    each graph is named after its module."""
+    from cgviz.observe import _hooks
+
+    torch._dynamo.reset()
+    encoder = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    head = torch.compile(torch.nn.Linear(4, 2))
+    with tc.observe_torch():
+        observer = _hooks.ACTIVE[-1]
+        head(encoder(torch.ones(4)))
+        names = [observer.frame_name(cid, []) for cid in ("0/0", "0/1")]
+    assert names == ["Sequential.forward", "Linear.forward"]
+    torch._dynamo.reset()

@@ -283,6 +283,22 @@ def wrap_skip_logger(original: Callable) -> Callable:
     return log_skip
 
 
+COMPILING: list[str] = []  # the functions dynamo is compiling now, innermost last
+
+
+def wrap_convert_frame(original: Callable) -> Callable:
+    """dynamo compiles a frame: its function names the graphs compiled meanwhile."""
+    def convert_frame(self, frame, *args, **kwargs):
+        if not ACTIVE:
+            return original(self, frame, *args, **kwargs)
+        COMPILING.append(layout.frame_function_name(frame))
+        try:
+            return original(self, frame, *args, **kwargs)
+        finally:
+            COMPILING.pop()
+    return convert_frame
+
+
 def wrap_graph_break(original: Callable) -> Callable:
     """dynamo broke the graph it was tracing: where in the user's code, and why."""
     def log_graph_break(self, *args, **kwargs):
@@ -298,11 +314,14 @@ def wrap_graph_break(original: Callable) -> Callable:
 def wrap_post_compile(original: Callable) -> Callable:
     """A compiled graph is made ready: if torch turned its CUDA graphs off, see its calls."""
     def post_compile(self, *args, **kwargs):
+        asked = bool(ACTIVE) and layout.cudagraphs_asked(args, kwargs)
         out = original(self, *args, **kwargs)
         if ACTIVE:
             turned_off = layout.cudagraphs_turned_off(args, kwargs)
+            silent = layout.silent_skip(self) if asked and turned_off else None
             compile_id = layout.current_compile_id()
-            joined = [j for j in (obs.compiled(self, compile_id, turned_off) for obs in ACTIVE) if j]
+            frame = COMPILING[-1] if COMPILING else ""
+            joined = [j for j in (obs.compiled(self, compile_id, turned_off, silent, frame) for obs in ACTIVE) if j]
             if joined:
                 _watch_eager_graph(self, *joined[0])
         return out
@@ -341,6 +360,9 @@ def install() -> None:
             module = sys.modules.get(module_name)
             if module is not None and hasattr(module, layout.SKIP_LOGGER):
                 _hook(module, layout.SKIP_LOGGER, wrap_skip_logger)
+        converter = layout.convert_frame_class()
+        if converter is not None and layout.CONVERT_FRAME[2] in vars(converter):
+            _hook(converter, layout.CONVERT_FRAME[2], wrap_convert_frame)
         translator = layout.graph_break_class()
         if translator is not None and hasattr(translator, layout.GRAPH_BREAK[2]):
             _hook(translator, layout.GRAPH_BREAK[2], wrap_graph_break)

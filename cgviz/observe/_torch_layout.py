@@ -144,6 +144,50 @@ GRAPH_BREAK = ("torch._dynamo.symbolic_convert", "InstructionTranslatorBase", "l
 TRACING_CONTEXT = ("torch._guards", "TracingContext", "extract_stack")
 
 
+# dynamo compiles a Python frame through this callable (frame, cache_entry, hooks, frame_state):
+# the frame names the function every graph of that compilation comes from.
+CONVERT_FRAME = ("torch._dynamo.convert_frame", "ConvertFrameAssert", "__call__")
+
+
+def convert_frame_class() -> Any:
+    """dynamo's frame converter class (importing its module), or None."""
+    import importlib
+
+    try:
+        importlib.import_module(CONVERT_FRAME[0])
+    except Exception:  # no dynamo: graphs are named from their stacks only
+        return None
+    return _lookup(*CONVERT_FRAME[:2])
+
+
+# a compiled module's frame: dynamo compiles its call (one code for every module, a compile id each),
+# in torch 2.11+ through an extra frame (external_utils.wrap_inline's `inner`, holding `fn`)
+_MODULE_CALLS = ("_call_impl", "_wrapped_call_impl", "__call__")
+_WRAPPED_FRAME = ("inner", "external_utils.py")
+
+
+def frame_function_name(frame: Any) -> str:
+    """The function a frame dynamo compiles runs: "Net.forward" for a method or a compiled
+    module's call, else its name."""
+    try:
+        code = frame.f_code
+        name = code.co_name
+        if name == _WRAPPED_FRAME[0] and code.co_filename.endswith(_WRAPPED_FRAME[1]):
+            wrapped = frame.f_locals.get("fn")  # dynamo's extra frame around a compiled module's call
+            owner = getattr(wrapped, "__self__", wrapped)
+            if isinstance(owner, torch.nn.Module):
+                return f"{type(owner).__name__}.forward"
+            return getattr(wrapped, "__name__", name)
+        if code.co_argcount and code.co_varnames[0] == "self":
+            owner = frame.f_locals.get("self")
+            if owner is not None:
+                method = "forward" if name in _MODULE_CALLS and isinstance(owner, torch.nn.Module) else name
+                return f"{type(owner).__name__}.{method}"
+        return name
+    except Exception:  # a frame object of another shape: unnamed
+        return ""
+
+
 def graph_break_class() -> Any:
     """dynamo's translator class that logs graph breaks (importing its module), or None."""
     import importlib
@@ -396,6 +440,56 @@ def cudagraphs_turned_off(args: tuple, kwargs: dict) -> bool:
     if box is None:  # older torch: post_compile(example_inputs, cudagraphs, constants)
         box = next((a for a in args if type(a).__name__ == "BoxedBool"), None)
     return box is not None and not box
+
+
+def cudagraphs_asked(args: tuple, kwargs: dict) -> bool:
+    """Before a compiled graph's post_compile: is its `cudagraphs` box on (CUDA graphs asked for)?"""
+    graph_kwargs = kwargs.get("graph_kwargs", args[-1] if args else None)
+    box = graph_kwargs.get("cudagraphs") if isinstance(graph_kwargs, dict) else kwargs.get("cudagraphs")
+    if box is None:
+        box = next((a for a in args if type(a).__name__ == "BoxedBool"), None)
+    return bool(box)
+
+
+# With graph partitioning (torch's default since 2.9), post_compile turns CUDA graphs off without
+# a message where the graph has no partition to record, or its cudagraph_info lists reasons.
+PARTITION_MAPS = "partition_maps"
+CUDAGRAPH_INFO = ("cudagraph_info", "cudagraph_fail_reasons")
+
+
+def silent_skip(graph: Any) -> Optional[str]:
+    """Why torch turned a CUDA graph compiled graph's CUDA graphs off without saying so, in
+    cgviz's words (None where it is not one of the known silent cases, or not a CUDA graph)."""
+    if "cuda" not in (getattr(graph, "device_types", None) or ()):
+        return None
+    reasons = getattr(getattr(graph, CUDAGRAPH_INFO[0], None), CUDAGRAPH_INFO[1], None)
+    if reasons:
+        return "; ".join(map(str, reasons))
+    maps = getattr(graph, PARTITION_MAPS, None)
+    if maps is not None and len(maps) == 0:
+        why = ("graph partitioning left no part of the graph to record as a CUDA graph: every kernel of it was "
+               "cut out of the CUDA graphs")
+        if _config_value("triton.cudagraph_skip_dynamic_graphs"):
+            why += (" (torch._inductor.config.triton.cudagraph_skip_dynamic_graphs = True cuts out every kernel that "
+                    "uses a dynamic size)")
+        return why
+    return None
+
+
+def graph_stacks(graph: Any) -> list[str]:
+    """The stack traces torch keeps for a compiled graph's outputs (where the user's code made
+    them), for naming the graph."""
+    stacks = getattr(getattr(graph, CUDAGRAPH_INFO[0], None), "stack_traces", None) or []
+    return [text for text in stacks if isinstance(text, str) and text]
+
+
+def _config_value(name: str) -> Any:
+    from torch._inductor import config
+
+    value: Any = config
+    for part in name.split("."):
+        value = getattr(value, part, None)
+    return value
 
 
 def node_function(node: Any) -> Any:

@@ -19,7 +19,7 @@ import torch
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
-from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SKIPPED, stack_frames
+from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SILENT, SKIPPED, stack_frames
 from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.paths import portable_paths, source_line
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
@@ -92,6 +92,7 @@ class TorchObserver:
         self._skips: dict[tuple, str] = {}  # (id(manager), function id, cause or None) -> message
         self._run_skips: list[str] = []  # logged during the call in progress (see call_ended)
         self._compile_skips: dict[str, list[str]] = {}  # compile id -> logged while compiling it
+        self._dynamo_frames: dict[str, str] = {}  # compile id -> the function dynamo compiled ("Net.forward")
         self._skipped_compiles: dict[str, str] = {}  # compile id -> the message that turned its CUDA graphs off
         # graphs added to a tree while observed (add_function), to tell those torch decided on earlier
         self._adding: list[int] = []  # id() of the managers inside add_function (a new graph's first call)
@@ -384,6 +385,8 @@ class TorchObserver:
                    error: Optional[BaseException] = None) -> None:
         """After the outermost run() of a call: an error, or a call torch ran without a decision."""
         self._depth -= 1
+        if self._adding and self._adding[-1] == id(manager) and function_id is not None:
+            self._added.add((id(manager), function_id))  # its first call, inside add_function (it may raise)
         if error is None and self.decisions != decisions_before:
             return
         self.saw(manager)
@@ -419,9 +422,12 @@ class TorchObserver:
         return label
 
     def frame_name(self, compile_id: str, stacks: list[str]) -> str:
-        """The function torch.compile compiled a graph from: the outermost frame of the stacks
+        """The function torch.compile compiled a graph from: the frame dynamo compiled, where it was
+        seen compiling; else the outermost frame of the stacks
         torch keeps for the graph (its outputs' or its skip message's). A graph without one (a
         backward may have none) takes the name found for another graph of its frame."""
+        if compile_id in self._dynamo_frames:
+            return self._dynamo_frames[compile_id]
         frame = compile_id.rsplit("/", 1)[0] if compile_id else None
         for text in stacks:
             frames = stack_frames(text)
@@ -537,9 +543,13 @@ class TorchObserver:
         self.step("compile", f"{naming.GRAPH_BREAK} {function or 'a compiled function'}{where} so torch.compile "
                   f"runs it as separate graphs with Python between them: {why}")
 
-    def compiled(self, graph: Any, compile_id: str, turned_off: bool) -> Optional[tuple[str, str]]:
+    def compiled(self, graph: Any, compile_id: str, turned_off: bool,
+                 silent: Optional[str] = None, frame: str = "") -> Optional[tuple[str, str]]:
         """A graph's compilation ended: (its name, the reason of its calls) when torch turned its
-        CUDA graphs off and said why (for it, or for the forward of this backward), else None."""
+        CUDA graphs off and said why (for it, or for the forward of this backward) or turned them
+        off without a message for a reason the graph shows (`silent`), else None."""
+        if frame and compile_id:  # the function dynamo compiled: it names this graph and its backward
+            self._dynamo_frames.setdefault(compile_id, frame)
         messages = self._compile_skips.pop(compile_id, [])
         mode = layout.graph_mode(graph)
         if messages:
@@ -555,6 +565,14 @@ class TorchObserver:
         elif compile_id in self._skipped_compiles:
             message = self._skipped_compiles[compile_id]
             why = " (torch skipped the CUDA graphs of its forward, and so of it)"
+        elif silent:
+            stacks = layout.graph_stacks(graph)
+            label = portable_paths(naming.compiled_graph_name("", compile_id, mode, self.frame_name(compile_id, stacks)))
+            if stacks:  # where the graph's code is, in torch's words (the doctor reads the line back)
+                silent = portable_paths(f"{silent}. Found from :\n{stacks[0]}")
+            self.step("compile", f"{label} compiled without CUDA graphs, so its calls run eagerly: {SILENT}{silent}",
+                      function=label)
+            return label, f"{label} ran eagerly: {SILENT}{silent}"
         else:  # not asked for CUDA graphs, or a graph with no CUDA work: torch says nothing
             return None
         label = portable_paths(naming.compiled_graph_name("", compile_id, mode,

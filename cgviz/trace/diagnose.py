@@ -26,6 +26,8 @@ _VARYING = re.compile(r"0x[0-9a-f]+|\b\d+\b")
 # torch's own skip message follows SKIPPED; BEFORE_OBSERVING marks a call of a graph torch said
 # why about before observing began (it says it once), so its message is not in the trace.
 SKIPPED = "torch.compile skipped CUDA graphs: "
+# ... and where torch turned them off without a message, what the compiled graph shows
+SILENT = "torch turned them off without a message: "
 BEFORE_OBSERVING = "torch said why before observing began"
 OBSERVE_FIRST_CALL = (
     "observe from the first call: enter cgviz.observe_torch() before the first call of the compiled function "
@@ -43,6 +45,8 @@ _FIXES = (
     (("cudagraph_skip_dynamic_graphs",), "let torch record a CUDA graph per input shape: leave "
      "torch._inductor.config.triton.cudagraph_skip_dynamic_graphs at False (the default), or pad inputs to a few "
      "fixed shapes and compile without dynamic=True"),
+    (("left no part of the graph to record",), "give the compiled function GPU work that a CUDA graph can hold: "
+     "move CPU work, host reads and ops on data-dependent shapes out of it"),
     (("cpu device", "is on cpu", "cpu scalar"), "move the inputs to the GPU before the call (x.cuda()); keep "
      "CPU scalars as Python numbers"),
     (("mutates input", "mutated inputs", "mutation"), "pass inputs the function writes in place as static "
@@ -75,7 +79,7 @@ class Finding:
 
     severity: str  # "error" | "warning" | "info"
     kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes",
-    # "before_observing", "pool", "time", "graph_break", "compile_skip"
+    # "before_observing", "pool", "time", "graph_break", "compile_skip", "raised"
     title: str
     evidence: list[int]  # indices of the stored steps it rests on, the first one to look at first
     numbers: dict = field(default_factory=dict)
@@ -151,6 +155,7 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += _eager_groups(steps, times)
     findings += _rerecords(steps)
     findings += _overwritten(steps, trace.meta)
+    findings += _raised(steps)
     findings += _graph_breaks(steps)
     findings += _compile_skips(steps)
     findings += _pending_backward(steps)
@@ -175,7 +180,7 @@ def _calls(steps: list[Step], times: list[int]) -> dict[str, Counter]:
 def _nothing_called(steps: list[Step], meta: dict) -> list[Finding]:
     """No call went through a tree: said first, when torch skipped CUDA graphs (while observing, or
     before observing began: then only torch's count of its skips is known)."""
-    skips = [s for s in steps if (s.kind == "eager" and not s.function) or (s.kind == "compile" and SKIPPED in s.reason)]
+    skips = [s for s in steps if (s.kind == "eager" and not s.function) or (s.kind == "compile" and _skipped(s.reason))]
     title = "no call of this run was replayed from a CUDA graph"
     if skips:
         n = len(skips)
@@ -218,7 +223,7 @@ def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) 
         title = f"no call of this run was replayed from a CUDA graph: {calls}, {recorded} recorded"
         if max(sum(c.values()) for c in per_function.values()) < 3:  # a warmup and a record come first
             return [Finding("info", "graphed", title + " (a function replays from its third call)", [first_call], numbers)]
-        off = [s for s in steps if s.kind == "compile" and SKIPPED in s.reason and s.function in per_function]
+        off = [s for s in steps if s.kind == "compile" and _skipped(s.reason) and s.function in per_function]
         if off:  # torch decided while compiling: its reason and source line come first
             skip = torch_skip(off[0].reason) or {}
             title += (f"; torch.compile compiled {off[0].function} without CUDA graphs: {skip.get('cause')}"
@@ -235,10 +240,12 @@ def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) 
         calls = sum(counts.values())
         if counts["execute"] == 0 and calls >= 3 and counts["eager"] < calls:  # all eager: see its eager finding
             evidence = [s.index for s in steps if s.function == name and s.kind in CALL_KINDS]
+            failed = next((s for s in steps if s.function == name and s.kind == "error"), None)
+            fix = f"see the error it raised (step {failed.index + 1})" if failed is not None \
+                else _fix_for_functions(steps, {name: counts})
             out.append(Finding(
                 "warning", "coverage", f"{name} never replayed in {calls} calls ({_kinds(counts)})",
-                evidence[:1] + evidence[-1:], {"function": name, **dict(counts)},
-                _fix_for_functions(steps, {name: counts}),
+                evidence[:1] + evidence[-1:], {"function": name, **dict(counts)}, fix,
             ))
     return out
 
@@ -283,6 +290,11 @@ def stack_frames(text: str) -> list[dict]:
     return frames
 
 
+def _skipped(reason: str) -> bool:
+    """Does a reason say that torch.compile turned CUDA graphs off (with torch's message or without)?"""
+    return SKIPPED in reason or SILENT in reason
+
+
 def torch_skip(reason: str) -> Optional[dict]:
     """torch's own message in a reason of an observed torch.compile run, parsed, or None.
 
@@ -291,10 +303,11 @@ def torch_skip(reason: str) -> Optional[dict]:
     (torch's words, without its "skipping cudagraphs due to"), the input or operation it names, and
     the source (file, line, function, code) where the message has one.
     """
-    at = reason.find(SKIPPED)
+    marker = SKIPPED if SKIPPED in reason else SILENT
+    at = reason.find(marker)
     if at < 0:
         return None
-    message = reason[at + len(SKIPPED):]
+    message = reason[at + len(marker):]
     found = _STACK_START.search(message)
     head, stack = (message[: found.start()], message[found.end():]) if found else (message, "")
     cause = _SKIP_PREFIX.sub("", head.strip().split("\n")[0]).strip().rstrip(".").strip()
@@ -459,6 +472,11 @@ SAVED_FIX = (
     "run each forward's backward before the next forward begins a new step (and call "
     "torch.compiler.cudagraph_mark_step_begin() only between iterations, never between a forward and its backward)"
 )
+CHAINED_FIX = (
+    "call torch.compiler.cudagraph_mark_step_begin() once at the start of each iteration, before the first compiled "
+    "function, so that the chained calls share one generation (then clone what you keep across iterations); or "
+    "compile the chain as one function"
+)
 _BACKWARD_READ = "autograd's backward read it"
 
 
@@ -484,7 +502,17 @@ def _overwritten(steps: list[Step], meta: dict) -> list[Finding]:
         where = f" at {source['file']}:{source['line']}" if source else ""
         invalid = [(n, o) for n, o, *_ in (began.invalidated if began is not None else [])]
         grads = [(n, o) for n, o in invalid if "(backward)" in made.get(n, "")]
-        if _BACKWARD_READ in step.reason and (grads or "gradient tensor output" in step.reason):
+        calls_between = [s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS] if began else []
+        handed = [(n, o) for n, o in invalid if made.get(n) and made.get(n) != step.function]
+        if step.function and began is not None and not calls_between and handed:
+            n, o = handed[0]  # the call that began the generation read an output it invalidated
+            numbers.update(cause="an output handed to the next compiled function was invalidated by that call",
+                           output=[n, o])
+            title = (f"{step.function} was handed output {o} of node {n} ({made[n]}), and its own call invalidated it: "
+                     f"step {began.index + 1} began generation {began.generation} (each call of a compiled function "
+                     "begins a new generation when no backward is pending and cudagraph_mark_step_begin() is not used)")
+            fix = CHAINED_FIX
+        elif _BACKWARD_READ in step.reason and (grads or "gradient tensor output" in step.reason):
             what = f"output {grads[0][1]} of node {grads[0][0]} ({made[grads[0][0]]})" if grads else "a backward's output"
             numbers.update(cause="gradient accumulation: a .grad held in the CUDA graph pool", output=list(grads[0]) if grads else None)
             title = (f"a gradient was overwritten: {what}, which autograd keeps as a parameter's .grad, was invalidated"
@@ -584,7 +612,7 @@ def _compile_skips(steps: list[Step]) -> list[Finding]:
     out = []
     seen = set()
     for step in steps:
-        if step.kind != "compile" or SKIPPED not in step.reason:
+        if step.kind != "compile" or not _skipped(step.reason):
             continue
         skip = torch_skip(step.reason) or {}
         key = (step.function, skip.get("cause"))
@@ -596,6 +624,36 @@ def _compile_skips(steps: list[Step]) -> list[Finding]:
         out.append(Finding("warning", "compile_skip", title, [step.index],
                            {"function": step.function, "cause": skip.get("cause"), "source": skip.get("source")},
                            fix_for(step.reason)))
+    return out
+
+
+# torch's own errors raised from its trees, by words in them: what happened, and what to change
+_RAISED = (
+    ("input tensor deallocate during graph", "an input of the graph was freed while torch recorded it, which no "
+     "replay repeats (seen with non-reentrant activation checkpointing around a compiled submodule, pytorch #154306)",
+     "checkpoint the compiled submodules with use_reentrant=True (torch.utils.checkpoint.checkpoint(module, x, "
+     "use_reentrant=True))"),
+)
+
+
+def _raised(steps: list[Step]) -> list[Finding]:
+    """Errors torch's trees raised (other than an overwritten output): what was being done, and,
+    for torch errors known here, why and the change that avoids them."""
+    out = []
+    for step in steps:
+        if step.kind != "error" or OVERWRITTEN in step.reason:
+            continue
+        message = step.reason.split(" raised ", 1)[-1].split("\n")[0]
+        known = next(((what, fix) for words, what, fix in _RAISED if words in step.reason), None)
+        before = next((s for s in reversed(steps[: step.index]) if s.function == step.function
+                       and s.kind in CALL_KINDS), None)
+        doing = f" on its call after a {before.kind} (step {before.index + 1})" if before is not None else ""
+        title = f"{step.function or 'a call'} raised {message}{doing}"
+        numbers: dict = {"function": step.function, "cause": known[0] if known else message,
+                         "source": user_source(step.reason)}
+        if known:
+            title += f": {known[0]}"
+        out.append(Finding("error", "raised", title, [step.index], numbers, known[1] if known else ""))
     return out
 
 

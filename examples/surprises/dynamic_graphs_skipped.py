@@ -1,0 +1,31 @@
+"""dynamic=True with cudagraph_skip_dynamic_graphs=True: CUDA graphs asked for, none recorded.
+
+Option: https://github.com/pytorch/pytorch/pull/122520 (added the option; no user report)
+What users see: no speed-up from mode="reduce-overhead", and (with TORCH_LOGS=cudagraphs) torch
+  saying, while it compiles, "skipping cudagraphs due to graph with symbolic shapes inputs":
+  a graph compiled with symbolic (dynamic) input sizes is never handed to the CUDA graph tree
+  while torch._inductor.config.triton.cudagraph_skip_dynamic_graphs is True.
+Fix (--fixed): leave cudagraph_skip_dynamic_graphs at its default (False) so that torch records
+  one CUDA graph per input size it sees (or pad inputs to a few sizes).
+"""
+import sys
+
+import torch
+import torch._inductor.config as inductor_config
+
+FIXED = "--fixed" in sys.argv[1:]
+inductor_config.triton.cudagraph_skip_dynamic_graphs = not FIXED
+
+
+def scale_rows(x, weight):
+    return (x @ weight).relu() * 2
+
+
+compiled = torch.compile(scale_rows, mode="reduce-overhead", dynamic=True)
+
+torch.manual_seed(0)
+weight = torch.randn(64, 64, device="cuda")
+with torch.no_grad():
+    for rows in (8, 16, 24) * 3:
+        out = compiled(torch.randn(rows, 64, device="cuda"), weight)
+print(f"last output {tuple(out.shape)}, sum {out.sum().item():.3f}")
