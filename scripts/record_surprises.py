@@ -24,7 +24,7 @@ from queue import Queue
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "examples" / "surprises"
 TIMEOUT_S = 240
-PER_GPU = 2
+PER_GPU = int(os.environ.get("CGVIZ_RECORD_PER_GPU", "2"))
 
 
 def _gpus() -> list[str]:

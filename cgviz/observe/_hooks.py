@@ -311,6 +311,18 @@ def wrap_graph_break(original: Callable) -> Callable:
     return log_graph_break
 
 
+def wrap_partitions(original: Callable) -> Callable:
+    """inductor split a graph into partitions: the ops it kept out of CUDA graphs, and why."""
+    def log_graph_partitions(self, *args, **kwargs):
+        if ACTIVE:
+            found = layout.partition_cuts(self, args, kwargs)
+            if found is not None and found[1]:
+                for obs in ACTIVE:
+                    obs.partitioned(layout.current_compile_id(), COMPILING[-1] if COMPILING else "", *found)
+        return original(self, *args, **kwargs)
+    return log_graph_partitions
+
+
 def wrap_post_compile(original: Callable) -> Callable:
     """A compiled graph is made ready: if torch turned its CUDA graphs off, see its calls."""
     def post_compile(self, *args, **kwargs):
@@ -363,6 +375,9 @@ def install() -> None:
         converter = layout.convert_frame_class()
         if converter is not None and layout.CONVERT_FRAME[2] in vars(converter):
             _hook(converter, layout.CONVERT_FRAME[2], wrap_convert_frame)
+        scheduler = layout.scheduler_class()
+        if scheduler is not None and hasattr(scheduler, layout.PARTITIONS[2]):
+            _hook(scheduler, layout.PARTITIONS[2], wrap_partitions)
         translator = layout.graph_break_class()
         if translator is not None and hasattr(translator, layout.GRAPH_BREAK[2]):
             _hook(translator, layout.GRAPH_BREAK[2], wrap_graph_break)

@@ -188,6 +188,51 @@ def frame_function_name(frame: Any) -> str:
         return ""
 
 
+# inductor's scheduler hands each compiled graph's partitions to this method (partitions,
+# signatures: signature.skip_cudagraph marks the ones kept out of CUDA graphs; should_partition(node)
+# says why for each of their nodes).
+PARTITIONS = ("torch._inductor.scheduler", "Scheduler", "_log_graph_partitions")
+
+
+def scheduler_class() -> Any:
+    """inductor's Scheduler class (importing its module), or None."""
+    import importlib
+
+    try:
+        importlib.import_module(PARTITIONS[0])
+    except Exception:
+        return None
+    return _lookup(*PARTITIONS[:2])
+
+
+def partition_cuts(scheduler: Any, args: tuple, kwargs: dict) -> Optional[tuple[int, list[tuple[str, str, str]]]]:
+    """(how many partitions will be CUDA graphs, [(torch's reason, the op, its stack trace)] for
+    the ops kept out of them), or None where the arguments cannot be read."""
+    try:
+        from torch._inductor.virtualized import V
+
+        if "cuda" not in V.graph.device_types:  # a graph without GPU work: partitions do not matter (as torch)
+            return None
+        partitions = kwargs["partitions"] if "partitions" in kwargs else args[0]
+        signatures = kwargs["signatures"] if "signatures" in kwargs else args[1]
+        graphed = sum(1 for sig in signatures if not sig.skip_cudagraph)
+        cuts = []
+        for partition, sig in zip(partitions, signatures):
+            if not sig.skip_cudagraph:
+                continue
+            for node in partition:
+                reason = scheduler.should_partition(node)
+                if not reason:
+                    continue
+                origin = node.node.get_origin_node() if getattr(node, "node", None) is not None else None
+                target = str(getattr(origin, "target", "")) if origin is not None else ""
+                stack = (origin.meta.get("stack_trace") or "") if origin is not None else ""
+                cuts.append((str(reason), target, stack))
+        return graphed, cuts
+    except Exception:  # another release's partitions: not read
+        return None
+
+
 def graph_break_class() -> Any:
     """dynamo's translator class that logs graph breaks (importing its module), or None."""
     import importlib

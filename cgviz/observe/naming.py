@@ -116,11 +116,31 @@ def overwritten_reason(exc: BaseException) -> str:
     output, whether autograd's backward read it (an activation saved for it, or a gradient it
     accumulates into), and torch's message."""
     frames = _traceback_frames(exc.__traceback__)
-    users = [f for f in frames if not os.path.realpath(f[0]).startswith(_NOT_USERS)]
+    users = [f for f in frames if _users(f[0])]
     where = f" (raised at {source_line(*users[-1])})," if users else ","
     reader = ("autograd's backward read it" if any(os.path.realpath(f[0]).startswith(_AUTOGRAD) for f in frames)
               else "the program read it")
     return f"an output was used after a later run overwrote it{where} {reader}: {exc}"
+
+
+def _users(filename: str) -> bool:
+    """Is this file the user's code (not torch, cgviz, Python's library or inductor's generated code)?"""
+    return not os.path.realpath(filename).startswith(_NOT_USERS) and "torchinductor" not in filename \
+        and not filename.startswith("<")
+
+
+def caller_site() -> str:
+    """Where the user's code made the call under way: the innermost frame of theirs on the stack."""
+    import linecache
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if _users(name):
+            return source_line(name, frame.f_lineno, frame.f_code.co_name, linecache.getline(name, frame.f_lineno))
+        frame = frame.f_back
+    return ""
 
 
 def _traceback_frames(tb: Any) -> list[tuple[str, int, str, str]]:

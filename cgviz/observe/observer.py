@@ -19,7 +19,7 @@ import torch
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
-from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, SILENT, SKIPPED, stack_frames
+from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, PARTITIONED, SILENT, SKIPPED, stack_frames
 from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.paths import portable_paths, source_line
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
@@ -92,6 +92,7 @@ class TorchObserver:
         self._skips: dict[tuple, str] = {}  # (id(manager), function id, cause or None) -> message
         self._run_skips: list[str] = []  # logged during the call in progress (see call_ended)
         self._compile_skips: dict[str, list[str]] = {}  # compile id -> logged while compiling it
+        self._last_error = ""  # the overwritten-output error a call raised (error_raised does not repeat it)
         self._dynamo_frames: dict[str, str] = {}  # compile id -> the function dynamo compiled ("Net.forward")
         self._skipped_compiles: dict[str, str] = {}  # compile id -> the message that turned its CUDA graphs off
         # graphs added to a tree while observed (add_function), to tell those torch decided on earlier
@@ -369,8 +370,7 @@ class TorchObserver:
 
     def error_raised(self, exc: BaseException) -> None:
         """An "overwritten by a subsequent run" error left the observed block."""
-        steps = self.trace.steps
-        if steps and steps[-1].kind == "error" and str(exc) in steps[-1].reason:
+        if str(exc) == self._last_error:  # its call's error step says it already
             return
         managers = self.managers
         self.step("error", naming.overwritten_reason(exc), managers[-1] if managers else None)
@@ -395,7 +395,13 @@ class TorchObserver:
         for message in logged:  # torch's skip messages of this call: they are about this function
             self._remember_skip(manager, function_id, message)
         if error is not None:
-            self.step("error", f"{label} raised {type(error).__name__}: {error}", manager, function=label, start=start)
+            where = ""
+            if naming.OVERWRITTEN in str(error):  # an input it was handed had been overwritten: whose call
+                site = naming.caller_site()
+                where = f" (its call at {site})," if site else ""
+                self._last_error = str(error)
+            self.step("error", f"{label} raised {type(error).__name__}{where}: {error}", manager, function=label,
+                      start=start)
         else:
             self.step("eager", self.eager_reason(manager, function_id, label), manager, function=label, start=start)
 
@@ -534,6 +540,20 @@ class TorchObserver:
             self._compile_skips.setdefault(layout.current_compile_id(), []).append(message)
         else:
             self.step("compile", SKIPPED + message)
+
+    def partitioned(self, compile_id: str, frame: str, graphed: int, cuts: list[tuple[str, str, str]]) -> None:
+        """inductor kept ops of the graph it compiles out of CUDA graphs (graph partitioning): a
+        compile step saying which, why, and where in the user's code (the first of them)."""
+        reasons = sorted({reason for reason, _, _ in cuts})
+        ops = sorted({target for _, target, _ in cuts if target})
+        stack = next((st for _, _, st in cuts if st), "")
+        name = f"{frame or 'a compiled graph'} [{compile_id}]" if compile_id else (frame or "a compiled graph")
+        said = (f"while compiling {name}, graph partitioning kept {len(cuts)} op{'s' if len(cuts) != 1 else ''} out of "
+                f"CUDA graphs ({', '.join(reasons)}{': ' + ', '.join(ops[:6]) if ops else ''}); they run eagerly "
+                f"between {graphed} CUDA graph{'s' if graphed != 1 else ''}: {PARTITIONED}{', '.join(reasons)}")
+        if stack:
+            said += f". Found from :\n{stack}"
+        self.step("compile", portable_paths(said))
 
     def graph_break(self, function: str, reason: str, site: Optional[tuple]) -> None:
         """dynamo broke the graph of `function` while compiling it: a compile step saying where

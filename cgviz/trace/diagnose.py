@@ -28,6 +28,8 @@ _VARYING = re.compile(r"0x[0-9a-f]+|\b\d+\b")
 SKIPPED = "torch.compile skipped CUDA graphs: "
 # ... and where torch turned them off without a message, what the compiled graph shows
 SILENT = "torch turned them off without a message: "
+# ... and the ops inductor's graph partitioning kept out of CUDA graphs (the rest are graphed)
+PARTITIONED = "kept out of CUDA graphs: "
 BEFORE_OBSERVING = "torch said why before observing began"
 OBSERVE_FIRST_CALL = (
     "observe from the first call: enter cgviz.observe_torch() before the first call of the compiled function "
@@ -79,7 +81,7 @@ class Finding:
 
     severity: str  # "error" | "warning" | "info"
     kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes",
-    # "before_observing", "pool", "time", "graph_break", "compile_skip", "raised"
+    # "before_observing", "pool", "time", "graph_break", "compile_skip", "raised", "partition"
     title: str
     evidence: list[int]  # indices of the stored steps it rests on, the first one to look at first
     numbers: dict = field(default_factory=dict)
@@ -158,6 +160,7 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += _raised(steps)
     findings += _graph_breaks(steps)
     findings += _compile_skips(steps)
+    findings += _partitions(steps)
     findings += _pending_backward(steps)
     findings += _shapes(trace, steps)
     findings += _before_observing(steps, trace.meta)
@@ -230,6 +233,18 @@ def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) 
                       f"{_where(skip.get('source'))}")
             numbers.update(cause=skip.get("cause"), source=skip.get("source"))
             return [Finding("error", "graphed", title, [off[0].index, first_call], numbers, fix_for(off[0].reason))]
+        waiting = _pending_backward(steps)
+        if waiting:  # forwards waiting for a backward keep the tree warming up
+            title += f": {waiting[0].title}"
+            numbers["cause"] = waiting[0].numbers["cause"]
+            return [Finding("error", "graphed", title, [first_call] + waiting[0].evidence[:1], numbers,
+                            waiting[0].suggestion)]
+        again = [f for f in _rerecords(steps) if f.numbers["function"] in per_function]
+        if again:  # recorded again and again: why, and its fix
+            title += f": {again[0].title}"
+            numbers["cause"] = next(iter(again[0].numbers["causes"]))
+            return [Finding("error", "graphed", title, [first_call] + again[0].evidence[1:2], numbers,
+                            again[0].suggestion)]
         return [Finding("error", "graphed", title, [first_call], numbers, _fix_for_functions(steps, per_function))]
     out = [Finding(
         "info", "coverage",
@@ -303,7 +318,7 @@ def torch_skip(reason: str) -> Optional[dict]:
     (torch's words, without its "skipping cudagraphs due to"), the input or operation it names, and
     the source (file, line, function, code) where the message has one.
     """
-    marker = SKIPPED if SKIPPED in reason else SILENT
+    marker = next((m for m in (SKIPPED, SILENT, PARTITIONED) if m in reason), SKIPPED)
     at = reason.find(marker)
     if at < 0:
         return None
@@ -422,7 +437,8 @@ _CAUSE_FIX = {
     "an input that was an output of the path moved": "pass the outputs of the previous call on as they are",
     "an output dead at recording is live now": "start each iteration with torch.compiler.cudagraph_mark_step_begin() "
     "(tree.mark_step()), or let go of outputs you no longer need before the next call",
-    "a new input shape or compile": "pad or bucket inputs to a few shapes, or mark the varying dimension dynamic",
+    "a new input shape or compile": "pad or bucket inputs to a few fixed shapes: torch records a CUDA graph per input "
+    "shape (marking the dimension dynamic saves recompilations, not recordings)",
 }
 
 
@@ -477,6 +493,10 @@ CHAINED_FIX = (
     "function, so that the chained calls share one generation (then clone what you keep across iterations); or "
     "compile the chain as one function"
 )
+FEEDBACK_FIX = (
+    "clone the output you feed back before the next call (h = h.clone()), or copy it into a tensor you keep "
+    "(state.copy_(h)) and pass that"
+)
 _BACKWARD_READ = "autograd's backward read it"
 
 
@@ -503,15 +523,23 @@ def _overwritten(steps: list[Step], meta: dict) -> list[Finding]:
         invalid = [(n, o) for n, o, *_ in (began.invalidated if began is not None else [])]
         grads = [(n, o) for n, o in invalid if "(backward)" in made.get(n, "")]
         calls_between = [s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS] if began else []
-        handed = [(n, o) for n, o in invalid if made.get(n) and made.get(n) != step.function]
+        handed = [(n, o) for n, o in invalid if made.get(n)]
         if step.function and began is not None and not calls_between and handed:
             n, o = handed[0]  # the call that began the generation read an output it invalidated
-            numbers.update(cause="an output handed to the next compiled function was invalidated by that call",
-                           output=[n, o])
-            title = (f"{step.function} was handed output {o} of node {n} ({made[n]}), and its own call invalidated it: "
-                     f"step {began.index + 1} began generation {began.generation} (each call of a compiled function "
-                     "begins a new generation when no backward is pending and cudagraph_mark_step_begin() is not used)")
-            fix = CHAINED_FIX
+            began_by = (f"step {began.index + 1} began generation {began.generation} (each call of a compiled function "
+                        "begins a new generation when no backward is pending and cudagraph_mark_step_begin() is not "
+                        "used)")
+            if made[n] == step.function:
+                numbers.update(cause="an output fed back into the next call was invalidated by that call", output=[n, o])
+                title = (f"{step.function} was fed back its own output {o} of node {n}{where}, and the call "
+                         f"invalidated it: {began_by}")
+                fix = FEEDBACK_FIX
+            else:
+                numbers.update(cause="an output handed to the next compiled function was invalidated by that call",
+                               output=[n, o])
+                title = (f"{step.function} was handed output {o} of node {n} ({made[n]}){where}, and its own call "
+                         f"invalidated it: {began_by}")
+                fix = CHAINED_FIX
         elif _BACKWARD_READ in step.reason and (grads or "gradient tensor output" in step.reason):
             what = f"output {grads[0][1]} of node {grads[0][0]} ({made[grads[0][0]]})" if grads else "a backward's output"
             numbers.update(cause="gradient accumulation: a .grad held in the CUDA graph pool", output=list(grads[0]) if grads else None)
@@ -602,6 +630,38 @@ def _break_fix(cause: str) -> str:
             "compile the pieces as separate functions")
 
 
+# why inductor kept ops out of CUDA graphs (its graph partitioning reasons), and what to change
+_PARTITION_FIXES = (
+    ("devicecopy", "do copies between the host and the GPU (x.cpu(), .item(), .to('cuda') of a CPU tensor) before or "
+     "after the compiled function, not inside it"),
+    ("cpu ops", "keep the compiled function's work on the GPU: compute the CPU part on the GPU or move it out"),
+    ("dynamic shape", "let torch record a CUDA graph per input shape: leave torch._inductor.config.triton."
+     "cudagraph_skip_dynamic_graphs at False (the default), or pad inputs to a few fixed shapes"),
+    ("unbacked", "avoid ops whose output shape depends on the data (nonzero, boolean masks, unique): keep a fixed "
+     "shape with torch.where or a mask multiply"),
+    ("cudagraph-unsafe", "custom ops tagged cudagraph_unsafe always run eagerly: keep them out of the hot path"),
+    ("custom partition op", "remove the op from torch._inductor.config.custom_should_partition_ops if a CUDA graph "
+     "can hold it"),
+    ("conditional", "torch.cond runs eagerly between CUDA graphs: compute both sides and pick with torch.where"),
+)
+
+
+def _partitions(steps: list[Step]) -> list[Finding]:
+    """Ops inductor's graph partitioning kept out of CUDA graphs: they run eagerly between the
+    graph's CUDA graphs on every call. Which, why, where in the user's code, and the fix."""
+    out = []
+    for step in steps:
+        if step.kind != "compile" or PARTITIONED not in step.reason:
+            continue
+        skip = torch_skip(step.reason) or {}
+        head = step.reason.split(": " + PARTITIONED, 1)[0]
+        cause = skip.get("cause") or ""
+        fix = next((f for words, f in _PARTITION_FIXES if words in cause.lower()), "")
+        out.append(Finding("warning", "partition", head[0].upper() + head[1:] + _where(skip.get("source")),
+                           [step.index], {"cause": cause, "source": skip.get("source")}, fix))
+    return out
+
+
 def _compile_skips(steps: list[Step]) -> list[Finding]:
     """torch.compile skipped CUDA graphs while compiling, for a graph whose calls the trace does
     not show as eager (a partition, or a message joined to no call); where no call went through
@@ -669,11 +729,20 @@ def _pending_backward(steps: list[Step]) -> list[Finding]:
     ]
     if not hits:
         return []
+    if not any("(backward)" in (s.function or "") for s in steps):  # forwards whose backward never runs
+        return [Finding(
+            "warning", "pending_backward",
+            f"{len(hits)} decision(s) were made while forwards waited for a backward that never ran in this trace: "
+            "their outputs require grad, so torch never starts a new generation and never leaves warm-up",
+            [s.index for s in hits][:20], {"steps": len(hits), "cause": "forwards whose backward never runs"},
+            "run evaluation and inference under torch.no_grad() (or torch.inference_mode()): no backward to wait for; "
+            "in training, run each backward before the next forward",
+        )]
     return [Finding(
         "warning", "pending_backward",
         f"{len(hits)} decision(s) were made while a forward waited for its backward: its saved outputs keep "
         "the path live, so the next forward records a child instead of replaying",
-        [s.index for s in hits][:20], {"steps": len(hits)},
+        [s.index for s in hits][:20], {"steps": len(hits), "cause": "a forward waiting for its backward"},
         "run each backward before the next forward, or start each iteration with "
         "torch.compiler.cudagraph_mark_step_begin()",
     )]
