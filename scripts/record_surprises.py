@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,7 +37,10 @@ def _gpus() -> list[str]:
 def _record(name: str, fixed: bool, out: Path, gpus: Queue) -> dict:
     stem = name + ("-fixed" if fixed else "")
     gpu = gpus.get()
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu, PYTHONPATH=str(ROOT))
+    # a fresh inductor cache per run: each program compiles as on its user's first run (a cache
+    # shared by runs at once hands one program's compiled graph, static inputs and all, to another)
+    cache = tempfile.mkdtemp(prefix="inductor-cache-")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu, PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=cache)
     trace = out / f"{stem}.cgtrace.json"
     command = [sys.executable, "-m", "cgviz", "run", "--trace-out", str(trace),
                str(CASES / f"{name}.py"), *(["--fixed"] if fixed else [])]

@@ -15,6 +15,10 @@ mode="reduce-overhead" (tests/gpu/ddp_reduce_overhead.py under torchrun: NCCL, o
 rank), where rank 1 got a batch of another size at one step; `ddp_traces("clean")`, the same
 without.
 `cgviz.merge(ddp_traces("planted"))` flags where the ranks diverged.
+
+`surprise_trace("grad_accumulation")` is a program of examples/surprises (a reduce-overhead
+surprise users reported) recorded with `cgviz run` on an H200 with torch 2.11;
+`surprise_trace("grad_accumulation-fixed")` is the same program with its fix (`--fixed`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 GPU_DIR = Path(__file__).resolve().parent / "gpu"
 TORCH_DIR = Path(__file__).resolve().parent / "torch"
 DDP_DIR = Path(__file__).resolve().parent / "ddp"
+SURPRISES_DIR = Path(__file__).resolve().parent / "surprises"
 
 
 def ddp_traces(run: str) -> list[Path]:
@@ -74,3 +79,18 @@ def gpu_figures(name: str) -> dict:
         names = sorted(p.stem for p in GPU_DIR.glob("*.json") if not p.name.endswith(".cgtrace.json"))
         raise KeyError(f"no GPU figures named {name!r}; there are: {', '.join(names)}")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def surprise_names() -> list[str]:
+    """The recorded programs of examples/surprises, each also as "<name>-fixed"."""
+    return sorted(p.name.removesuffix(".cgtrace.json") for p in SURPRISES_DIR.glob("*.cgtrace.json"))
+
+
+def surprise_trace(name: str):
+    """The trace `cgviz run` recorded of examples/surprises/<name>.py on a GPU ("<name>-fixed": with --fixed)."""
+    from cgviz.trace.io import load_trace
+
+    path = SURPRISES_DIR / f"{name}.cgtrace.json"
+    if not path.exists():
+        raise KeyError(f"no recorded surprise named {name!r}; there are: {', '.join(surprise_names())}")
+    return load_trace(path)

@@ -233,6 +233,19 @@ def partition_cuts(scheduler: Any, args: tuple, kwargs: dict) -> Optional[tuple[
         return None
 
 
+INDUCTOR_CACHE_DIR = ("torch._inductor.runtime.cache_dir_utils", "cache_dir")
+
+
+def inductor_cache_dir() -> Optional[str]:
+    """Where inductor writes the code it generates (TORCHINDUCTOR_CACHE_DIR, or its default), or None."""
+    import importlib
+
+    try:
+        return str(getattr(importlib.import_module(INDUCTOR_CACHE_DIR[0]), INDUCTOR_CACHE_DIR[1])())
+    except Exception:
+        return None
+
+
 def graph_break_class() -> Any:
     """dynamo's translator class that logs graph breaks (importing its module), or None."""
     import importlib

@@ -116,7 +116,7 @@ def overwritten_reason(exc: BaseException) -> str:
     output, whether autograd's backward read it (an activation saved for it, or a gradient it
     accumulates into), and torch's message."""
     frames = _traceback_frames(exc.__traceback__)
-    users = [f for f in frames if _users(f[0])]
+    users = [f[:4] for f in frames if _users(f[0]) and f[1] != f[4]]
     where = f" (raised at {source_line(*users[-1])})," if users else ","
     reader = ("autograd's backward read it" if any(os.path.realpath(f[0]).startswith(_AUTOGRAD) for f in frames)
               else "the program read it")
@@ -125,8 +125,11 @@ def overwritten_reason(exc: BaseException) -> str:
 
 def _users(filename: str) -> bool:
     """Is this file the user's code (not torch, cgviz, Python's library or inductor's generated code)?"""
-    return not os.path.realpath(filename).startswith(_NOT_USERS) and "torchinductor" not in filename \
-        and not filename.startswith("<")
+    if filename.startswith("<"):
+        return False
+    path = os.path.realpath(filename)
+    generated = layout.inductor_cache_dir()
+    return not path.startswith(_NOT_USERS) and not (generated and path.startswith(os.path.realpath(generated)))
 
 
 def caller_site() -> str:
@@ -137,18 +140,21 @@ def caller_site() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if _users(name):
+        # a compiled function's own frame stands at its def line (dynamo runs its code): its caller's is the line
+        if _users(name) and frame.f_lineno != frame.f_code.co_firstlineno:
             return source_line(name, frame.f_lineno, frame.f_code.co_name, linecache.getline(name, frame.f_lineno))
         frame = frame.f_back
     return ""
 
 
-def _traceback_frames(tb: Any) -> list[tuple[str, int, str, str]]:
+def _traceback_frames(tb: Any) -> list[tuple[str, int, str, str, int]]:
+    """(file, line, function, code line, the function's first line) of each frame, outermost first."""
     import linecache
 
     out = []
     while tb is not None:
         code = tb.tb_frame.f_code
-        out.append((code.co_filename, tb.tb_lineno, code.co_name, linecache.getline(code.co_filename, tb.tb_lineno)))
+        out.append((code.co_filename, tb.tb_lineno, code.co_name, linecache.getline(code.co_filename, tb.tb_lineno),
+                    code.co_firstlineno))
         tb = tb.tb_next
     return out

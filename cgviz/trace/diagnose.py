@@ -51,8 +51,9 @@ _FIXES = (
      "move CPU work, host reads and ops on data-dependent shapes out of it"),
     (("cpu device", "is on cpu", "cpu scalar"), "move the inputs to the GPU before the call (x.cuda()); keep "
      "CPU scalars as Python numbers"),
-    (("mutates input", "mutated inputs", "mutation"), "pass inputs the function writes in place as static "
-     "(parameters, buffers), or clone them inside the function instead of writing them"),
+    (("mutates input", "mutated inputs", "mutation"), "make the tensor the function writes in place static: "
+     "torch._dynamo.mark_static_address(t) before the first call, or keep it as a module's buffer "
+     "(register_buffer)"),
     (("output shape depends on the data", "dynamic_output_shape", "nonzero", "masked_select"),
      "avoid outputs whose shape depends on the data (boolean masks, nonzero, unique): keep a fixed shape "
      "with torch.where or a mask multiply"),
@@ -233,6 +234,11 @@ def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) 
                       f"{_where(skip.get('source'))}")
             numbers.update(cause=skip.get("cause"), source=skip.get("source"))
             return [Finding("error", "graphed", title, [off[0].index, first_call], numbers, fix_for(off[0].reason))]
+        skipped = [g for g in _eager_groups(steps, times) if g.numbers.get("cause") and g.numbers.get("function")]
+        if skipped:  # every call ran eagerly where torch said why
+            title += f": {skipped[0].title}"
+            numbers.update(cause=skipped[0].numbers["cause"], source=skipped[0].numbers.get("source"))
+            return [Finding("error", "graphed", title, [first_call], numbers, skipped[0].suggestion)]
         waiting = _pending_backward(steps)
         if waiting:  # forwards waiting for a backward keep the tree warming up
             title += f": {waiting[0].title}"
@@ -491,7 +497,7 @@ SAVED_FIX = (
 CHAINED_FIX = (
     "call torch.compiler.cudagraph_mark_step_begin() once at the start of each iteration, before the first compiled "
     "function, so that the chained calls share one generation (then clone what you keep across iterations); or "
-    "compile the chain as one function"
+    "clone the output before handing it on (head(encoder(x).clone()))"
 )
 FEEDBACK_FIX = (
     "clone the output you feed back before the next call (h = h.clone()), or copy it into a tensor you keep "
@@ -634,15 +640,15 @@ def _break_fix(cause: str) -> str:
 _PARTITION_FIXES = (
     ("devicecopy", "do copies between the host and the GPU (x.cpu(), .item(), .to('cuda') of a CPU tensor) before or "
      "after the compiled function, not inside it"),
-    ("cpu ops", "keep the compiled function's work on the GPU: compute the CPU part on the GPU or move it out"),
+    ("unbacked", "avoid ops whose output shape depends on the data (nonzero, boolean masks, unique): keep a fixed "
+     "shape with torch.where or a mask multiply, and select rows after the call"),
     ("dynamic shape", "let torch record a CUDA graph per input shape: leave torch._inductor.config.triton."
      "cudagraph_skip_dynamic_graphs at False (the default), or pad inputs to a few fixed shapes"),
-    ("unbacked", "avoid ops whose output shape depends on the data (nonzero, boolean masks, unique): keep a fixed "
-     "shape with torch.where or a mask multiply"),
     ("cudagraph-unsafe", "custom ops tagged cudagraph_unsafe always run eagerly: keep them out of the hot path"),
     ("custom partition op", "remove the op from torch._inductor.config.custom_should_partition_ops if a CUDA graph "
      "can hold it"),
     ("conditional", "torch.cond runs eagerly between CUDA graphs: compute both sides and pick with torch.where"),
+    ("cpu ops", "keep the compiled function's work on the GPU: compute the CPU part on the GPU or move it out"),
 )
 
 
