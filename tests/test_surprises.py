@@ -105,3 +105,16 @@ def test_each_program_says_where_it_was_reported_and_its_fix(name):
     text = (PROGRAMS / f"{name}.py").read_text()
     assert "--fixed" in text and "Fix (--fixed):" in text
     assert "https://github.com/" in text.split('"""')[1]
+
+
+def test_the_docs_page_has_a_row_per_case_with_the_doctors_words():
+    page = (ROOT / "docs" / "finds.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(CASES)
+    for name in CASES:
+        (row,) = [r for r in rows if r.startswith(f"| `{name}.py`")]
+        url = next(w for w in (PROGRAMS / f"{name}.py").read_text().split() if w.startswith("https://github.com/"))
+        assert url.rstrip(").,") in row
+        finding = first_problem(surprise_trace(name))
+        assert finding.title.replace("|", "\\|") in row and finding.suggestion.replace("|", "\\|") in row
+    assert "docs/finds.md" in (ROOT / "README.md").read_text()

@@ -17,7 +17,7 @@ without.
 `cgviz.merge(ddp_traces("planted"))` flags where the ranks diverged.
 
 `surprise_trace("grad_accumulation")` is a program of examples/surprises (a reduce-overhead
-surprise users reported) recorded with `cgviz run` on an H200 with torch 2.11;
+surprise users reported) recorded with `cgviz run` on an H200 or H100 with torch 2.11;
 `surprise_trace("grad_accumulation-fixed")` is the same program with its fix (`--fixed`).
 """
 
