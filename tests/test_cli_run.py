@@ -172,3 +172,33 @@ def test_saving_failure_is_said_and_the_program_status_kept(tmp_path):
         loaded(Path(fallback))
     finally:
         Path(fallback).unlink(missing_ok=True)
+
+
+BREAKING = """\
+import torch
+
+
+def scale(x):
+    y = x * 2
+    if y.sum().item() > 0:
+        return y + 1
+    return y
+
+
+compiled = torch.compile(scale, backend="eager")
+for _ in range(3):
+    compiled(torch.ones(4))
+print("done")
+"""
+
+
+def test_a_graph_break_decided_while_compiling_is_in_the_trace_and_the_summary(tmp_path):
+    """Nothing reaches a CUDA graph tree here, but dynamo's decision does: the summary says the
+    function runs as two graphs, and at which line of the program."""
+    write(tmp_path / "breaks.py", BREAKING)
+    proc = cgviz_run(tmp_path, "run", "breaks.py")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"
+    (step,) = loaded(tmp_path / "cgviz-run.cgtrace.json").steps
+    assert step.kind == "compile" and "breaks.py:6 in scale" in step.reason
+    assert "warning: scale runs as 2 graphs with Python between them: a graph break at breaks.py:6" in proc.stderr

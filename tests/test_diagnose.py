@@ -52,7 +52,8 @@ def test_eager_fallbacks_grouped_by_reason_with_every_call_as_evidence():
         f(data(4, seed=i), 3)  # a Python int argument: eager, the same reason every time
     eager = cgviz.diagnose(tree).of("eager")
     assert len(eager) == 1
-    assert eager[0].numbers == {"function": "f", "calls": 3}
+    assert eager[0].numbers == {"function": "f", "calls": 3, "cause": eager[0].numbers["cause"]}
+    assert eager[0].numbers["cause"].startswith("input 1 is an int, not a tensor")
     assert eager[0].evidence == [s.index for s in tree.trace.steps if s.kind == "eager"]
     assert "input 1 is an int" in eager[0].title and "functools.partial" in eager[0].suggestion
 

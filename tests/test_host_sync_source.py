@@ -54,3 +54,20 @@ def test_the_innermost_users_frame_is_named_not_the_wrapped_functions():
     why = eager_reasons(called_from_a_helper)[0]
     assert f"test_host_sync_source.py:{line_of(branches, '.item()')} in branches" in why
     assert "torch/" not in why and "cgviz/" not in why
+
+
+def test_a_llama_forward_recorded_on_a_gpu_names_the_transformers_line():
+    """A Hugging Face Llama forward in a cgviz.Tree on an H200 (tests/gpu/test_host_sync_llama.py):
+    the first finding says why nothing replayed and where the host read a value."""
+    from pathlib import Path
+
+    from cgviz.trace.diagnose import finding_record, user_source
+
+    trace = cgviz.Trace.load(Path(__file__).parent / "data" / "llama_host_sync.cgtrace.json")
+    assert "NVIDIA" in trace.meta["device"]
+    first = finding_record(cgviz.diagnose(trace).findings[0])
+    assert first["kind"] == "graphed" and first["severity"] == "error"
+    assert "copies device memory to the host (aten::_local_scalar_dense" in first["cause"]
+    assert first["source"] == user_source(next(s.reason for s in trace.steps if s.kind == "eager"))
+    assert first["source"]["file"].startswith("transformers/") and first["source"]["line"] > 0
+    assert ".item()" in first["fix"]

@@ -183,7 +183,7 @@ def test_summary_fits_80_columns_and_ends_with_the_findings(sim):
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
     assert printed_counts(run.stdout, "tree `tree` on sim") == {"eager fallbacks": 4}  # only those above 0
     findings = next(i for i, line in enumerate(lines) if line.strip().startswith("findings:"))
-    text = " ".join(line.strip() for line in lines[findings:findings + 2])
+    text = " ".join(line.strip() for line in lines[findings:])
     assert "1 error" in text and "no call of this run was replayed" in text and "%cgviz doctor" in text
 
 
@@ -227,7 +227,7 @@ def test_cell_variables_land_in_the_user_namespace(sim):
 
 def test_only_the_last_run_displays_the_cell_value(sim):
     run = cudagraph(sim, "-n 3 --no-widget", "y = f(x); del y\n7 * 6")
-    assert run.stdout.count("42") == 1
+    assert [line for line in run.stdout.splitlines() if line.startswith("Out[")] == ["Out[0]: 42"]
 
 
 def test_eager_fallbacks_list_their_distinct_reasons(sim):

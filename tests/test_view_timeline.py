@@ -135,7 +135,7 @@ def test_current_step_is_marked(traces):
         assert box.get_x() + box.get_width() / 2 == pytest.approx(current)
         marker = by_gid(fig, "timeline-current-marker")
         assert list(marker.get_xdata()) == [current]
-        assert f"step {current}: {trace.steps[current].headline()}" in texts(fig)
+        assert f"step {current + 1}: {trace.steps[current].headline()}" in texts(fig)
     fig = timeline_figure(trace)
     assert not [a for a in fig.findobj() if getattr(a, "get_gid", lambda: None)() == "timeline-current"]
     with pytest.raises(ValueError, match="out of range"):
@@ -155,7 +155,7 @@ def test_empty_and_one_step_traces():
     assert by_gid(fig, "timeline-current").get_x() < 0 < by_gid(fig, "timeline-current").get_x() + 1
     assert "Timeline: 1 step" in texts(fig)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["warmup"]
-    assert '<g id="step-0"><title>step 0: warmup f → node 0 · generation 1</title>' in timeline_svg(one, 0)
+    assert '<g id="step-0"><title>step 1: warmup f → node 0 · generation 1</title>' in timeline_svg(one, 0)
 
 
 def test_every_kind_has_its_colour_in_the_legend():

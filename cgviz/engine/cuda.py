@@ -28,7 +28,7 @@ from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegm
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.kernels import kernel_counts
 from cgviz.engine.profile import CudaTimer
-from cgviz.engine.watch import RunWatcher, rebase
+from cgviz.engine.watch import RunWatcher, prepare, rebase
 
 _REQUIRED = (
     "begin_allocate_to_pool",
@@ -178,6 +178,7 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self, device: torch.device) -> None:
+        prepare()
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index >= torch.cuda.device_count():
             raise ValueError(f"cuda:{index} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")

@@ -23,7 +23,7 @@ from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.pool_model import PoolModel
 from cgviz.engine.profile import WallTimer
 from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
-from cgviz.engine.watch import CaptureBroken, RunWatcher, rebase
+from cgviz.engine.watch import CaptureBroken, RunWatcher, prepare, rebase
 
 
 class SimRef:
@@ -78,6 +78,7 @@ class SimBackend:
     name = "sim"
 
     def __init__(self) -> None:
+        prepare()
         self.device = torch.device("cpu")
         self.pool = PoolModel()
         self._addresses: dict[int, tuple[int, int, StorageWeakRef]] = {}  # storage id -> (addr, nbytes, weak)

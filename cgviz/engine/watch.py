@@ -44,6 +44,12 @@ DATA_DEPENDENT_SHAPE_OPS: set[str] = {"aten::nonzero"}
 HOST_SYNC_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.cudagraph_unsafe)
 
 
+def prepare() -> None:
+    """Entering a TorchDispatchMode the first time imports torch._dynamo (about a second on a
+    CPU): done when a backend is made, so that no step's time includes cgviz's own imports."""
+    import torch._dynamo  # noqa: F401
+
+
 class CaptureBroken(RuntimeError):
     """Raised by a watcher that refuses host syncs, at the op a capture could not take."""
 

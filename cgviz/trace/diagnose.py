@@ -403,7 +403,7 @@ def _eager_groups(steps: list[Step], times: list[int]) -> list[Finding]:
                 OBSERVE_FIRST_CALL + (f"; then: {fix}" if fix else ""),
             ))
             continue
-        numbers = {"function": function, "calls": calls}
+        numbers = {"function": function, "calls": calls, "cause": why}
         source = user_source(first.reason)
         if source is not None:
             numbers["source"] = source
@@ -574,6 +574,11 @@ _BREAK = re.compile(r"^graph break in (?P<function>\S+)")
 _BREAK_REASON = re.compile(r"Python between them: (?P<why>.*)", re.DOTALL)
 _BREAK_PREAMBLE = "encountered graph break when attempting to trace"
 _RESUME = "torch_dynamo_resume_in_{}_at_"
+_RESUME_PREFIX = "torch_dynamo_resume_in_"
+
+
+_RESUMED_FIX = ("the code after a graph break is compiled and recorded again for each way into it (each branch "
+                "taken): remove the graph break (its finding says where)")
 
 
 def _base(function: Optional[str]) -> str:
@@ -594,7 +599,9 @@ def _graph_breaks(steps: list[Step]) -> list[Finding]:
         if key in seen:
             continue
         seen.add(key)
-        root = function.split(_RESUME.format(""), 1)[-1].rsplit("_at_", 1)[0] if function.startswith(_RESUME.format("")) else function
+        root = function  # a break in a resume function belongs to the function it resumes
+        if function.startswith(_RESUME_PREFIX):
+            root = function[len(_RESUME_PREFIX):].rsplit("_at_", 1)[0]
         breaks = sum(1 for s in steps if s.kind == "compile" and s.reason.startswith(GRAPH_BREAK)
                      and (_BREAK.match(s.reason)["function"] == root
                           or _BREAK.match(s.reason)["function"].startswith(_RESUME.format(root))))
@@ -841,6 +848,7 @@ def _recompiles(steps: list[Step]) -> list[Finding]:
             f"{frame}/{max(map(int, by_recompile))}), each recorded as a graph of its own",
             evidence[:20], {"function": function, "frame": int(frame), "compilations": len(by_recompile),
                             "records": len(evidence)},
+            _RESUMED_FIX if function.startswith(_RESUME_PREFIX) else
             "pad or bucket inputs to a few shapes; marking the dimension dynamic (torch._dynamo.mark_dynamic, or "
             "torch.compile(dynamic=True)) saves the recompilations but not the graphs: torch records a CUDA graph "
             "per input shape either way",

@@ -76,7 +76,8 @@ STEP_COLORS: dict[str, str] = {
     "path_end": "#a0a0a0",  # grey: the path's outputs all died
     "checkpoint_restore": "#56b4e9",  # sky blue: allocator state put back before recording
     "error": "#d55e00",  # vermilion: an exception
-    "compile": "#f0e442",  # yellow: torch.compile decided while compiling (a skip, a graph break)
+    "compile": "#8f7f00",  # olive (Okabe-Ito's yellow, darkened to be read as text on light and dark pages):
+    # torch.compile decided while compiling (a skip, a graph break, a partition)
 }
 
 #: How a step kind reads in a legend.

@@ -565,7 +565,7 @@ def timeline_figure(
     fig.text(left_in / width_in, 1 - 0.08 / height_in, _title(items, folds, ranks), fontsize=10, color=TEXT_COLOR,
              va="top", ha="left")
     if current is not None:
-        fig.text(left_in / width_in, 1 - 0.32 / height_in, f"step {current}: {_headline(steps[current])}", fontsize=8,
+        fig.text(left_in / width_in, 1 - 0.32 / height_in, f"step {current + 1}: {_headline(steps[current])}", fontsize=8,
                  color=TEXT_COLOR, va="top", ha="left")
     kinds = {it["kind"] for it in items}
     present = [k for k in STEP_COLORS if k in kinds] + sorted(kinds - set(STEP_COLORS))
@@ -582,7 +582,7 @@ def timeline_svg(trace: Union["Trace", Sequence["Step"], None], current: Optiona
     steps = _steps(trace)
     titles = {}
     if len(steps) <= _MAX_STEP_IDS:
-        titles = {f"step-{i}": f"step {i}: {_headline(s)}" for i, s in enumerate(steps)}
+        titles = {f"step-{i}": f"step {i + 1}: {_headline(s)}" for i, s in enumerate(steps)}  # counted from 1
     return figure_svg(timeline_figure(trace, current, **kw), titles)
 
 
