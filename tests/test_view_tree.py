@@ -205,7 +205,7 @@ def test_invalidated_outputs_get_the_invalid_mark_and_the_step_that_invalidated_
     for node_id, index in step.invalidated:
         text = label_text(nodes[f"n{node_id}"]["label"])
         assert f"✕ {index}: " in text
-        assert "⊘ invalidated by mark_step()" in text
+        assert "⊘ invalidated by a new generation" in text
         assert "state-invalidated-now" in nodes[f"n{node_id}"]["class"]
         assert node_state(snap, node_id, step) >= {"invalidated", "invalidated-now"}
     # and the last snapshot: everything invalid, nothing live

@@ -183,7 +183,7 @@ class _Card:
 
 
 #: The badges a node gets from the tree's state, besides the step's own (`_STEP_BADGES`).
-INVALIDATED_BADGE = "⊘ invalidated by mark_step()"
+INVALIDATED_BADGE = "⊘ invalidated by a new generation"
 CURRENT_BADGE = "◆ current node"
 
 

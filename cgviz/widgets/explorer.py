@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import traceback
+import uuid
 from typing import Any, Callable, Optional
 
 import anywidget
@@ -24,6 +25,7 @@ from cgviz.trace.model import Step, Trace
 from cgviz.views.html import asset
 from cgviz.views.html_trees import EDGE_CSS
 from cgviz.views.page_data import PageData
+from cgviz.views.static_view import STILL_CLASS, static_html
 
 __all__ = ["Explorer"]
 
@@ -80,6 +82,7 @@ class Explorer(anywidget.AnyWidget):
     _head = traitlets.Dict().tag(sync=True)
     _first = traitlets.Dict().tag(sync=True)
     _runnable = traitlets.Bool(False).tag(sync=True)
+    _still = traitlets.Unicode("").tag(sync=True)  # the class of the still picture shown with it
 
     def __init__(self, tree_or_trace: Any, workload: Optional[Callable[[], Any]] = None, *, step: Optional[int] = None,
                  renderer: str = "auto", live_interval: float = 0.2) -> None:
@@ -100,9 +103,21 @@ class Explorer(anywidget.AnyWidget):
         start = (n - 1 if self.tree is not None else 0) if step is None else (step + n if step < 0 else step)
         start = max(0, min(start, n - 1))
         super().__init__(step=start, _runnable=workload is not None, _head=self._data.head(),
+                         _still=f"{STILL_CLASS}-{uuid.uuid4().hex}",
                          _first=self._data.window(range(start - FIRST_WINDOW // 2, start + FIRST_WINDOW)))
         self.on_msg(self._on_msg)
         self._unsubscribe = self.tree._recorder.subscribe(self._on_step) if self.tree is not None else None
+
+    def _ipython_display_(self) -> None:
+        """A still picture of the step shown (HTML), then the widget. Where widgets do not run
+        (nbconvert's HTML, GitHub, nbviewer, the docs) the picture is what the reader sees; where
+        the widget runs, it hides the picture (both carry `_still`)."""
+        from IPython.display import HTML, display
+
+        display(HTML(static_html(self.trace, self.step, self._still)))
+        bundle = self._repr_mimebundle_()
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        display(data, metadata=metadata, raw=True)
 
     def __repr__(self) -> str:
         where = "live tree" if self.tree is not None else "trace"

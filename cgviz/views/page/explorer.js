@@ -739,6 +739,9 @@ export function mount(root, D, host) {
 function render({ model, el: root }) {
   const D = Object.assign({}, model.get("_head"), model.get("_first"));
   root.tabIndex = 0; root.classList.add("cg-widget");
+  // the still picture shown with the widget, for where widgets do not run: not needed here
+  const still = model.get("_still");
+  if (still) for (const el of document.getElementsByClassName(still)) el.style.display = "none";
   const host = {
     keys: root,
     start: () => ({step: model.get("step"), sel: model.get("selected")}),

@@ -1,0 +1,49 @@
+"""The Explorer at one step as plain HTML: its headline, the tree and the pool. A notebook keeps
+it beside the widget, so that where widgets do not run (nbconvert's HTML, GitHub, nbviewer, a
+docs page) the reader still sees the step the widget showed."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from cgviz.views.text import headline
+
+if TYPE_CHECKING:
+    from cgviz.trace.model import Trace
+
+STILL_CLASS = "cgviz-still"
+
+
+def static_html(trace: "Trace", index: int, mark: str = "") -> str:
+    """Step `index` (counted from 0) of `trace` as HTML with inline SVG; no script, no style
+    sheet it depends on. `mark`: one more class, by which a running widget finds it."""
+    from cgviz.views.pool import pool_svg
+    from cgviz.views.tree import tree_svg
+
+    classes = f"{STILL_CLASS} {mark}".strip()
+    n = len(trace.steps)
+    if not n:
+        return f'<div class="{classes}"><p>cgviz Explorer: the trace has no steps yet.</p></div>'
+    index = max(0, min(index, n - 1))
+    step = trace.steps[index]
+    parts = [
+        f'<div class="{classes}" style="font-family: sans-serif; max-width: 100%; overflow-x: auto">',
+        f"<p><b>step {index + 1}/{n}</b> · {html.escape(headline(step))}</p>",
+        f'<p style="margin: 0 0 8px 0">{html.escape(step.reason)}</p>',
+    ]
+    snapshot = step.snapshot
+    if snapshot is not None:
+        parts.append(f'<div style="max-width: 100%">{_svg_body(tree_svg(snapshot, step))}</div>')
+        parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot))}</div>')
+    else:
+        parts.append("<p><i>No snapshot was recorded for this step.</i></p>")
+    parts.append("<p><small>A still picture of the Explorer at this step; run the notebook to step "
+                 "through the trace.</small></p></div>")
+    return "".join(parts)
+
+
+def _svg_body(svg: str) -> str:
+    """SVG text without its XML prolog and doctype (they are not allowed inside HTML)."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg

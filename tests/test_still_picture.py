@@ -1,0 +1,37 @@
+"""The Explorer's still picture: where widgets do not run (nbconvert's HTML, GitHub, nbviewer,
+the docs) a notebook shows the tree, the pool and the headline of the step the widget showed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytest.importorskip("anywidget")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_notebook_read_without_a_kernel_shows_the_explorers_step(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import cgviz\nfrom cgviz.data import surprise_trace\ncgviz.Explorer(surprise_trace('graph_break'), step=3)")]
+    path = tmp_path / "still.ipynb"
+    nbformat.write(nb, path)
+    env = {"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+    for args in (["--to", "notebook", "--execute", "--inplace", str(path)], ["--to", "html", str(path)]):
+        done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    outputs = nbformat.read(path, 4).cells[0].outputs
+    # first the still picture, then the widget, which hides the picture where it runs
+    assert list(outputs[0]["data"]) == ["text/html", "text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" in outputs[1]["data"]
+    still = outputs[0]["data"]["text/html"]
+    assert "<b>step 4/27</b> · generation 2 begins" in still
+    assert still.count("<svg") >= 2 and "<script" not in still and "<?xml" not in still
+    page = (tmp_path / "still.html").read_text()
+    assert "cgviz-still" in page and "gated_block [0/0] (inference)" in page
