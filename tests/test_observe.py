@@ -56,10 +56,20 @@ def test_recorded_traces_cover_the_cases():
     assert torch_trace_names() == [
         "torch_cpu_input", "torch_data_dependent_shape", "torch_dynamic_shapes", "torch_graph_break",
         "torch_inference", "torch_kernels", "torch_many_shapes", "torch_mutated_input", "torch_overwritten",
-        "torch_pending_backward", "torch_training", "torch_training_overwritten", "torch_two_devices",
+        "torch_pending_backward", "torch_replayed_generation", "torch_training", "torch_training_overwritten",
+        "torch_two_devices",
     ]
     assert torch_trace("torch_overwritten").steps[-1].kind == "error"
     assert any(s.kind == "eager" and "skipping cudagraphs" in s.reason.lower() for s in torch_trace("torch_cpu_input").steps)
+    # torch hands back the tensor a replay returned, holding the next replay's values, and raises
+    # nothing: the generation that followed invalidated no output (measured on the GPU that recorded it)
+    replayed = torch_trace("torch_replayed_generation")
+    assert replayed.meta["measured"] == {"y1_before": [8.0] * 4, "y1_after": [27.0] * 4, "y1_is_y2": True}
+    steps = replayed.steps
+    last_replay = max(i for i, s in enumerate(steps) if s.kind == "execute")
+    assert not any(s.kind == "error" for s in steps)
+    assert all(not s.invalidated for s in steps if s.kind == "generation")
+    assert any(s.kind == "generation" for s in steps[:last_replay]) and steps[last_replay].snapshot is not None
     dyn = torch_trace("torch_dynamic_shapes").last_snapshot()
     assert len([n for n in dyn.nodes if n.kind == "graph" and n.parent is None]) >= 3
 
@@ -173,7 +183,7 @@ def strings_in(value):
 
 def shipped_traces() -> list[Path]:
     files = sorted(DATA.glob("**/*.json"))
-    assert {p.parent.name for p in files} == {"ddp", "gpu", "torch"} and len(files) >= 12
+    assert {p.parent.name for p in files} == {"ddp", "gpu", "surprises", "torch"} and len(files) >= 12
     return files
 
 

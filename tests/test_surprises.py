@@ -42,7 +42,7 @@ CASES = {
     "graph_break": Case("graph_break", "Tensor.item()", "if y.sum().item() > 0:", ("torch.where", "torch.cond")),
     "incompatible_op": Case("partition", "unbacked binding ops", "torch.nonzero(keep)",
                             ("output shape depends on the data",)),
-    "loss_for_logging": Case("overwritten", "kept across steps", "torch.stack(losses)", ("clone",)),
+    "loss_for_logging": Case("overwritten", "kept across calls", "torch.stack(losses)", ("clone",)),
     "mutated_input": Case("graphed", "mutated inputs", "k_cache.index_copy_(1, pos, k)",
                           ("torch._dynamo.mark_static_address",)),
     "partition_not_captured": Case("graphed", "left no part of the graph", None,

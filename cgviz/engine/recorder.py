@@ -16,9 +16,10 @@ from cgviz.trace.model import NodeView, OutputView, Segment, Snapshot, Step, Tra
 from cgviz.trace.ownership import owned_segments
 
 # What torch checks before it replays a node (CUDAGraphNode.check_invariants): the static inputs
-# at their recorded addresses, and every output of the path that was dead at recording still dead
-# (outputs live then may have died since).
-REPLAY_RULE = "its static inputs are in place and no output of the path that was dead at recording is live"
+# and the inputs that are outputs of the path at their recorded addresses, and every output of the
+# path that was dead at recording still dead (outputs live then may have died since).
+REPLAY_RULE = ("its static inputs and the inputs that are outputs of the path are where they were at recording, "
+               "and no output of the path that was dead at recording is live")
 
 if TYPE_CHECKING:
     from cgviz.engine.node import Node

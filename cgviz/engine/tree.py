@@ -231,7 +231,7 @@ class Tree:
             reason += R.cloning_note(self.rules, cloned, invalidated)
         if invalidated:
             names = ", ".join(f"output {o} of node {n}" for n, o in invalidated)
-            reason += f"; still-live {names} invalidated (clone outputs you keep across steps)"
+            reason += f"; still-live {names} invalidated (clone outputs you keep across generations)"
         elif not cloned:
             reason += "; nothing live was invalidated"
         if pending:
@@ -523,7 +523,7 @@ class Tree:
                 message = (
                     f"{OVERWRITTEN}: output {i} of {node.variant.label} (node {node.id}, generation "
                     f"{old_generation}) was invalidated when mark_step() began generation {self.generation}. "
-                    "Clone it (y.clone()) before the next step to keep it."
+                    "Clone it (y.clone()) before the next generation to keep it."
                 )
                 node.leaves[i].ref.invalidate(message)
         return invalidated

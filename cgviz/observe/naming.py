@@ -67,7 +67,7 @@ def generation_reason(ended: int, invalidated: list, cloned: Optional[list] = No
                  "cudagraph_trees_generation_cloning = 'user_visible'): "
                  + ", ".join(f"output {o} of node {n} ({format_bytes(b)})" for n, o, b in cloned)
                  + f", {format_bytes(total)} in all")
-    return said + "; invalidated: " + (outputs_named(invalidated) if invalidated else "nothing live")
+    return said + "; invalidated: " + (outputs_named(invalidated) if invalidated else "nothing")
 
 
 def rerecord_count_note(status: str) -> str:

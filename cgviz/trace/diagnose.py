@@ -471,7 +471,7 @@ def _release(meta: dict) -> Optional[tuple[int, int]]:
 
 def _overwritten_fix(meta: dict) -> str:
     """What stops an output being overwritten, in the words of the release the trace shows."""
-    fix = ("clone an output you keep across steps (y = y.clone()) before the next step, or use it before "
+    fix = ("clone an output you keep across calls (y = y.clone()) before the next call, or use it before "
            "calling the function again")
     release = _release(meta)
     if release is None:
@@ -561,7 +561,7 @@ def _overwritten(steps: list[Step], meta: dict) -> list[Finding]:
                      f"backward{where} that needed it ran")
             fix = SAVED_FIX
         else:
-            numbers["cause"] = "an output kept across steps was overwritten"
+            numbers["cause"] = "an output kept across calls was overwritten"
             title = f"an output was used after a later run overwrote it{where}" + (f":{when.replace(' when', '', 1)}" if when else "")
             fix = _overwritten_fix(meta)
         out.append(Finding("error", "overwritten", title, evidence, numbers, fix))

@@ -199,9 +199,11 @@ def time_line(entry: dict) -> str:
     """A node's times: '41 µs replay vs 180 µs eager: 4.4×' (`trace.meta["profile"]` entry)."""
     replay, eager = entry.get("replay_us"), entry.get("eager_us")
     first = " (its first call, with one-time setup)" if entry.get("eager_is_first_call") else ""
-    sim = "" if entry.get("clock") == "CUDA events" else " · CPU wall clock: sim, not a GPU"
+    measured = entry.get("clock") == "CUDA events"
+    sim = "" if measured else " · CPU wall clock: sim, not a GPU"
     if replay is not None and eager is not None:
-        ratio = f": {eager / replay:.1f}×" if replay > 0 and not first else ""
+        # a ratio of CPU times is no speed-up: only CUDA-event times on a GPU get one
+        ratio = f": {eager / replay:.1f}×" if replay > 0 and not first and measured else ""
         text = f"{format_us(replay)} replay vs {format_us(eager)} eager{first}{ratio}"
     elif replay is not None:
         text = f"{format_us(replay)} replay (no eager run timed)"
