@@ -174,7 +174,7 @@ def test_cli_doctor_text_and_json(capsys):
     text = capsys.readouterr().out
     assert text.startswith("info: no call of this run was replayed from a CUDA graph: 2 calls, 1 recorded")
     # steps counted from 1 in text, as the explorer shows them (evidence holds indices)
-    assert "error: an output was used after a later run overwrote it: step 2 (cube [0/0] (inference)) began generation 2 (step 4)" in text
+    assert "error: an output was used after a later run overwrote it: step 2 began generation 2 (before the call of cube [0/0] (inference)) (step 4)" in text
     assert main(["doctor", path, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [f["kind"] for f in data["findings"]][:2] == ["graphed", "overwritten"]

@@ -171,7 +171,7 @@ class TorchObserver:
         self._managers = [ref for ref in self._managers if ref() is not None] + [weakref.ref(manager)]
         self._devices[id(manager)] = layout.manager_device(manager)
         devices = sorted({i for i in map(layout.manager_index, self.managers) if i is not None})
-        if devices and "device" not in self.trace.meta:  # the GPU the trace was recorded on
+        if devices and "device" not in self.trace.meta and torch.cuda.is_available():  # the GPU it was recorded on
             self.trace.meta["device"] = device_described(devices[0])
         if len(devices) > 1:  # trees on several devices: every step says whose it is
             self.trace.meta["devices"] = [device_described(i) for i in devices]

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Optional
 
-from cgviz.views.text import format_bytes, format_us
+from cgviz.views.text import format_bytes, format_us, plural
 from cgviz.trace.model import Snapshot, Step, Trace
 
 SEVERITIES = ("error", "warning", "info")
@@ -378,7 +378,8 @@ def _eager_groups(steps: list[Step], times: list[int]) -> list[Finding]:
         evidence = [s.index for s, _, _ in members][:20]
         times_ = f"{calls} time{'s' if calls != 1 else ''}"
         if skip is not None:
-            what = f"torch skipped CUDA graphs due to {skip['cause']}{_where(skip['source'])}"
+            said = "torch skipped CUDA graphs due to" if SKIPPED in first.reason else "torch compiled it without CUDA graphs:"
+            what = f"{said} {skip['cause']}{_where(skip['source'])}"
             numbers = {"function": function, "calls": calls if function else 0, "cause": skip["cause"],
                        "input": skip["input"], "operation": skip["operation"], "source": skip["source"]}
             if function:
@@ -524,7 +525,8 @@ def _overwritten(steps: list[Step], meta: dict) -> list[Finding]:
         when = ""
         if began is not None:
             by = next((s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS and s.function), None)
-            when = f" when step {began.index + 1}{f' ({by.function})' if by else ''} began generation {began.generation}"
+            when = (f" when step {began.index + 1} began generation {began.generation}"
+                    + (f" (before the call of {by.function})" if by else ""))
         where = f" at {source['file']}:{source['line']}" if source else ""
         invalid = [(n, o) for n, o, *_ in (began.invalidated if began is not None else [])]
         grads = [(n, o) for n, o in invalid if "(backward)" in made.get(n, "")]
@@ -670,7 +672,7 @@ def _partitions(steps: list[Step]) -> list[Finding]:
         head = step.reason.split(": " + PARTITIONED, 1)[0]
         cause = skip.get("cause") or ""
         fix = next((f for words, f in _PARTITION_FIXES if words in cause.lower()), "")
-        out.append(Finding("warning", "partition", head[0].upper() + head[1:] + _where(skip.get("source")),
+        out.append(Finding("warning", "partition", head + _where(skip.get("source")),
                            [step.index], {"cause": cause, "source": skip.get("source")}, fix))
     return out
 
@@ -716,7 +718,7 @@ def _raised(steps: list[Step]) -> list[Finding]:
     for step in steps:
         if step.kind != "error" or OVERWRITTEN in step.reason:
             continue
-        message = step.reason.split(" raised ", 1)[-1].split("\n")[0]
+        message = " ".join(step.reason.split(" raised ", 1)[-1].split("\n")[0].split())
         known = next(((what, fix) for words, what, fix in _RAISED if words in step.reason), None)
         before = next((s for s in reversed(steps[: step.index]) if s.function == step.function
                        and s.kind in CALL_KINDS), None)
@@ -742,10 +744,11 @@ def _pending_backward(steps: list[Step]) -> list[Finding]:
     ]
     if not hits:
         return []
-    if not any("(backward)" in (s.function or "") for s in steps):  # forwards whose backward never runs
+    torch_forwards = any("(forward)" in (s.function or "") for s in hits)  # torch.compile's names say the mode
+    if torch_forwards and not any("(backward)" in (s.function or "") for s in steps):  # no backward ever ran
         return [Finding(
             "warning", "pending_backward",
-            f"{len(hits)} decision(s) were made while forwards waited for a backward that never ran in this trace: "
+            f"{plural(len(hits), 'decision')} {'was' if len(hits) == 1 else 'were'} made while forwards waited for a backward that never ran in this trace: "
             "their outputs require grad, so torch never starts a new generation and never leaves warm-up",
             [s.index for s in hits][:20], {"steps": len(hits), "cause": "forwards whose backward never runs"},
             "run evaluation and inference under torch.no_grad() (or torch.inference_mode()): no backward to wait for; "
@@ -753,7 +756,7 @@ def _pending_backward(steps: list[Step]) -> list[Finding]:
         )]
     return [Finding(
         "warning", "pending_backward",
-        f"{len(hits)} decision(s) were made while a forward waited for its backward: its saved outputs keep "
+        f"{plural(len(hits), 'decision')} {'was' if len(hits) == 1 else 'were'} made while a forward waited for its backward: its saved outputs keep "
         "the path live, so the next forward records a child instead of replaying",
         [s.index for s in hits][:20], {"steps": len(hits), "cause": "a forward waiting for its backward"},
         "run each backward before the next forward, or start each iteration with "
@@ -844,8 +847,8 @@ def _recompiles(steps: list[Step]) -> list[Finding]:
         evidence = sorted(i for steps in by_recompile.values() for i in steps)
         out.append(Finding(
             "warning", "shapes",
-            f"{function}{f' on {device}' if device else ''} was compiled {len(by_recompile)} times (compile ids {frame}/0 to "
-            f"{frame}/{max(map(int, by_recompile))}), each recorded as a graph of its own",
+            f"{function}{f' on {device}' if device else ''} was compiled {len(by_recompile)} times (compile ids "
+            f"{', '.join(f'{frame}/{r}' for r in sorted(by_recompile, key=int))}), each recorded as a graph of its own",
             evidence[:20], {"function": function, "frame": int(frame), "compilations": len(by_recompile),
                             "records": len(evidence)},
             _RESUMED_FIX if function.startswith(_RESUME_PREFIX) else
