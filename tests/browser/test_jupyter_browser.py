@@ -88,6 +88,9 @@ def test_jupyterlab_explorer(context: Any, jupyter: Any, trace: Any) -> None:
     first = ui.headline()
     assert ui.step_of(first) == (1, n)
     assert ui.tree_nodes() == len(trace.steps[0].snapshot.nodes)
+    # the still picture shown for readers without widgets is there, and hidden by the running widget
+    stills = page.evaluate("() => [...document.querySelectorAll('.cgviz-still')].map(e => getComputedStyle(e).display)")
+    assert stills and set(stills) == {"none"}, stills
 
     # ▶ moves one step; the arrow key too, once the widget has focus
     ui.el(".cg-next").click()
