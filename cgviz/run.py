@@ -3,20 +3,23 @@ unchanged under `cgviz.observe_torch`, as `python script.py` would run it.
 
 Whatever way the program ends (it returns, raises, calls sys.exit(n), or is interrupted), its
 trace is saved, a short diagnosis goes to stderr, and then the command ends as the program would
-have: its exception's traceback (exit 1), its exit status, or 130 for KeyboardInterrupt. Problems
-found before the program starts (no such script, no such module, an output that cannot be
-written) are one line on stderr and exit 2.
+have: its exception's traceback (exit 1), its exit status, 130 for KeyboardInterrupt, or 143 for
+SIGTERM (torchrun's way to stop the other ranks). Problems found before the program starts (no
+such script, no such module, an output that cannot be written) are one line on stderr and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 from cgviz.cli import terminal_text
 
@@ -27,6 +30,30 @@ _VALUED = ("--trace-out", "--level", "--html")  # the run options that take a va
 SHOWN_FINDINGS = 3
 USAGE = ("cgviz run [-h] [--trace-out PATH] [--level {full,events}] [--html PATH] [--no-summary] "
          "(script.py | -m module) [args ...]")
+
+
+class Terminated(BaseException):
+    """The program was sent SIGTERM (torchrun stops the other ranks so): it ends as a terminated
+    program does (exit 143), after its trace is saved."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_ends_the_program() -> Iterator[None]:
+    """While the program runs, SIGTERM unwinds it (so the trace is saved) instead of killing the
+    process; where the program's host set a handler of its own, that one stays."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class UsageError(Exception):
@@ -186,12 +213,13 @@ def main(args: argparse.Namespace) -> int:
     outcome: Optional[BaseException] = None
     try:
         sys.path.insert(0, path0)
-        if args.module is not None:
-            sys.argv = [args.module, *args.args]  # run_module puts the module's file in argv[0]
-            runpy.run_module(args.module, run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [args.script, *args.args]
-            runpy.run_path(args.script, run_name="__main__")
+        with _sigterm_ends_the_program():
+            if args.module is not None:
+                sys.argv = [args.module, *args.args]  # run_module puts the module's file in argv[0]
+                runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = [args.script, *args.args]
+                runpy.run_path(args.script, run_name="__main__")
     except BaseException as exc:  # noqa: BLE001  (the program's end, whatever it is: reported after saving)
         outcome = exc
         if isinstance(exc, RuntimeError) and OVERWRITTEN in str(exc):
@@ -303,6 +331,8 @@ def _status(outcome: Optional[BaseException]) -> int:
     """The exit status the program's end gives, its traceback printed as Python prints it."""
     if outcome is None:
         return 0
+    if isinstance(outcome, Terminated):
+        return 128 + signal.SIGTERM  # as a process killed by SIGTERM reports it (143), no traceback
     if isinstance(outcome, SystemExit):
         code = outcome.code
         if code is None or isinstance(code, int):

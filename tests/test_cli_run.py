@@ -202,3 +202,23 @@ def test_a_graph_break_decided_while_compiling_is_in_the_trace_and_the_summary(t
     (step,) = loaded(tmp_path / "cgviz-run.cgtrace.json").steps
     assert step.kind == "compile" and "breaks.py:6 in scale" in step.reason
     assert "warning: scale runs as 2 graphs with Python between them: a graph break at breaks.py:6" in proc.stderr
+
+
+def test_sigterm_saves_the_trace_and_ends_as_a_terminated_program(tmp_path):
+    """torchrun stops the other ranks with SIGTERM: each still saves what it recorded."""
+    import signal
+
+    write(tmp_path / "waits.py", "import time\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    environ = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    environ["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "cgviz", "run", "waits.py"], cwd=tmp_path, env=environ,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and "cgviz-run.cgtrace.json" in err
+    assert loaded(tmp_path / "cgviz-run.cgtrace.json").steps == []
