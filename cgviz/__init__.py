@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-__version__ = "0.1.0"
+from cgviz._version import __version__
 
 __all__ = [
     "Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "diagnose", "merge",

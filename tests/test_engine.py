@@ -1136,3 +1136,17 @@ def test_random_programs_equal_eager_and_never_overwrite_live_outputs(ops):
         with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
             t + 1
     assert not steps_of(tree, "error") and not steps_of(tree, "eager")
+
+
+def test_subscribe_is_public_and_hands_each_recorded_step():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x + 1, name="f")
+    seen = []
+    stop = tree.subscribe(seen.append)
+    f(data(4))
+    assert [s.kind for s in seen] == ["warmup"] and seen[0] is tree.trace.steps[0]
+    stop()
+    f(data(4))
+    assert len(seen) == 1
+    with pytest.raises(TypeError, match="subscribe needs a callable"):
+        tree.subscribe("not a function")

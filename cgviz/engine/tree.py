@@ -42,7 +42,7 @@ from cgviz.engine.profile import Profiler, value_summary
 from cgviz.engine import rules as R
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
-from cgviz.trace.model import safe_text
+from cgviz.trace.model import Step, safe_text
 
 TRACE_LEVELS = (None, "events", "full")
 
@@ -279,6 +279,13 @@ class Tree:
 
         with self._held():
             return safe_text(explain(self))
+
+    def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
+        """Call `fn(step)` after each step the tree records (a folded repeat passes its block's
+        last step), e.g. for a live viewer; returns the function that stops it."""
+        if not callable(fn):
+            raise TypeError(f"subscribe needs a callable taking a step, not {type(fn).__name__}")
+        return self._recorder.subscribe(fn)
 
     def snapshot(self):
         """The tree's state now, as a trace Snapshot."""

@@ -302,7 +302,7 @@ class _Layout:
 
     def describe(self, origin: Optional[float]) -> dict:
         """What `otherData` says about the export: the clock, the estimates, the folding."""
-        from cgviz import __version__
+        from cgviz._version import __version__
 
         trace, n = self.trace, len(self.idx)
         if not self.timed:

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Optional
 
-from cgviz.views.text import format_bytes, format_us, plural
+from cgviz.trace.units import format_bytes, format_us, plural
 from cgviz.trace.model import Snapshot, Step, Trace
 
 SEVERITIES = ("error", "warning", "info")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from cgviz.trace.model import Block, NodeView, Segment, Snapshot, Trace
-from cgviz.views.text import format_bytes
+from cgviz.trace.units import format_bytes
 
 
 @dataclass

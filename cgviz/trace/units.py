@@ -1,5 +1,5 @@
-"""Bytes as people read them, and counted words: used by producers, analyses and views alike
-(views/text.py re-exports them)."""
+"""Bytes and times as people read them, and counted words: used by producers, analyses and views
+alike (views/text.py re-exports them)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,15 @@ def format_bytes(n: int, sign: bool = False) -> str:
         if size < 1024 or unit == "TiB":
             return f"{prefix}{size:.1f} {unit}"
     raise AssertionError("unreachable")
+
+
+def format_us(us: float) -> str:
+    """41 µs, 1.2 ms, 3.4 s."""
+    if us < 1000:
+        return f"{us:.3g} µs" if us < 10 else f"{us:.0f} µs"
+    if us < 1e6:
+        return f"{us / 1000:.3g} ms"
+    return f"{us / 1e6:.3g} s"
 
 
 def plural(n: int, word: str) -> str:

@@ -13,7 +13,7 @@ import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from cgviz.trace.units import format_bytes, plural
+from cgviz.trace.units import format_bytes, format_us, plural  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from cgviz.trace.model import OutputView, Snapshot, Step, Trace
@@ -186,15 +186,6 @@ def step_lines(steps: Iterable["Step"]) -> list[str]:
 
 
 # -- what a node costs and holds (the profile) ---------------------------------------------------------
-def format_us(us: float) -> str:
-    """41 µs, 1.2 ms, 3.4 s."""
-    if us < 1000:
-        return f"{us:.3g} µs" if us < 10 else f"{us:.0f} µs"
-    if us < 1e6:
-        return f"{us / 1000:.3g} ms"
-    return f"{us / 1e6:.3g} s"
-
-
 def time_line(entry: dict) -> str:
     """A node's times: '41 µs replay vs 180 µs eager: 4.4×' (`trace.meta["profile"]` entry)."""
     replay, eager = entry.get("replay_us"), entry.get("eager_us")

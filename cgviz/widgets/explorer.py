@@ -34,14 +34,14 @@ FIRST_WINDOW = 24
 
 
 def _resolve(source: Any) -> tuple[Any, Trace]:
-    """(live tree or None, trace) of a Tree, a Trace, or something holding one (a ScenarioRun)."""
-    recorder = getattr(source, "_recorder", None)
-    if recorder is not None and hasattr(recorder, "subscribe") and hasattr(source, "trace"):
-        return source, source.trace
+    """(live source or None, trace) of a Tree (anything with a `trace` and a `subscribe`), a
+    Trace, or something holding one (a ScenarioRun)."""
     if isinstance(source, Trace):
         return None, source
+    if callable(getattr(source, "subscribe", None)) and isinstance(getattr(source, "trace", None), Trace):
+        return source, source.trace
     inner = getattr(source, "tree", None)
-    if inner is not None and getattr(inner, "_recorder", None) is not None:
+    if inner is not None and callable(getattr(inner, "subscribe", None)):
         return _resolve(inner)
     trace = getattr(source, "trace", None)
     if isinstance(trace, Trace):
@@ -106,7 +106,7 @@ class Explorer(anywidget.AnyWidget):
                          _still=f"{STILL_CLASS}-{uuid.uuid4().hex}",
                          _first=self._data.window(range(start - FIRST_WINDOW // 2, start + FIRST_WINDOW)))
         self.on_msg(self._on_msg)
-        self._unsubscribe = self.tree._recorder.subscribe(self._on_step) if self.tree is not None else None
+        self._unsubscribe = self.tree.subscribe(self._on_step) if self.tree is not None else None
 
     def _ipython_display_(self) -> None:
         """A still picture of the step shown (HTML), then the widget. Where widgets do not run
