@@ -101,6 +101,7 @@ class TreeActivity:
     tree: Any = None  # the cgviz.Tree; None for an observed torch.compile trace
     before: int = 0  # trace.calls before the cell
     new_trace: Any = None  # cgviz.Trace of the new decisions only (see tail_trace)
+    now: Any = None  # the tree's Snapshot after the cell (None for an observed torch.compile trace)
 
     @property
     def new(self) -> int:
@@ -247,7 +248,7 @@ class CudaGraphMagics(Magics):
             start = before.get(tree, 0)
             if now > start or tree is named:
                 new = tail_trace(tree.trace, now - start)
-                result.activities.append(TreeActivity(self._label(tree), tree.trace, tree, start, new))
+                result.activities.append(TreeActivity(self._label(tree), tree.trace, tree, start, new, tree.snapshot()))
         if torch_trace is not None:
             self.torch_trace = torch_trace  # for %cgviz doctor torch
             new = tail_trace(torch_trace, torch_trace.calls)

@@ -74,8 +74,11 @@ def test_the_cell_summary_shows_only_counts_that_happened_and_fits_80_columns():
     activity = SimpleNamespace(
         label="tree 'x'", before=0, new=trace.calls, level="full", trace=trace, tree=None, new_trace=trace,
         counts=lambda: trace.counts(), reasons=lambda kind: {"a reason " * 12: 2} if kind == "eager" else {},
+        now=trace.last_snapshot(),  # the summary reads where the tree is now from a snapshot alone
     )
     lines = cell_summary(activity)
+    now = trace.last_snapshot()
+    assert any(line.startswith(f"  now: generation {now.generation} · state {now.state} · path ") for line in lines)
     counts = lines[1]
     assert "recordings" in counts and "errors" not in counts and "eager" not in counts
     assert all(len(line) <= 80 for line in lines)

@@ -144,14 +144,14 @@ def cell_summary(activity: Any) -> list[str]:
                      f"{format_bytes(snapshot.allocated_bytes)} allocated")
     elif activity.level != "full":
         lines.append(f"  pool: not recorded (trace={activity.level!r}; 'full' records it)")
-    tree = activity.tree
-    if tree is not None:
-        path = " → ".join(str(n.id) for n in tree.current.path) if tree.current is not None else "none"
-        lines.append(f"  now: generation {tree.generation} · state {tree.state} · path {path} · "
-                     f"{plural(len(tree.nodes), 'node')}")
+    now = activity.now  # the tree's Snapshot after the cell (a view reads snapshots, never a live tree)
+    if now is not None:
+        path = " → ".join(str(n) for n in now.path) or "none"
+        lines.append(f"  now: generation {now.generation} · state {now.state} · path {path} · "
+                     f"{plural(len(now.nodes), 'node')}")
     if activity.new_trace is not None and activity.new:
         lines += time_lines(activity.trace.meta.get("profile"), {s.function for s in activity.new_trace.steps})
-        lines.append(findings_line(activity.new_trace, "%cgviz doctor" if tree is not None else "%cgviz doctor torch"))
+        lines.append(findings_line(activity.new_trace, "%cgviz doctor" if now is not None else "%cgviz doctor torch"))
     return [wrapped for line in lines for wrapped in wrap(line)]
 
 
