@@ -89,7 +89,7 @@ def measure_launch_cost(device: str = "cuda", calls: int = 200, repeats: int = 7
             n = max(5, min(calls, int(2e8 // nbytes)))
             copies.append({
                 "nbytes": nbytes,
-                "copy_us": round(_median_us(lambda: static.copy_(fresh), n, repeats, sync), 3),
+                "copy_us": round(_median_us(lambda s=static, f=fresh: s.copy_(f), n, repeats, sync), 3),
                 "replay_us": round(replay_us, 3),
             })
             del static, fresh

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import html
 import io as io_
 import re
 import sys

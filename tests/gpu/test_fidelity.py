@@ -1,7 +1,6 @@
 """Every scenario makes the same decisions on sim and on a real GPU, with results equal to eager."""
 
 import pytest
-import torch
 
 from cgviz.scenarios import SCENARIOS, run_scenario
 from cgviz.trace.diff import decisions
