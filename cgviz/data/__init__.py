@@ -40,34 +40,38 @@ def ddp_traces(run: str) -> list[Path]:
     return paths
 
 
+def _names(folder: Path) -> list[str]:
+    return sorted(p.name.removesuffix(".cgtrace.json") for p in folder.glob("*.cgtrace.json"))
+
+
+def _trace(folder: Path, name: str, what: str):
+    """The shipped trace `name` of `folder`, or a KeyError that lists the names there are."""
+    from cgviz.trace.io import load_trace
+
+    path = folder / f"{name}.cgtrace.json"
+    if not path.exists():
+        raise KeyError(f"no {what} named {name!r}; there are: {', '.join(_names(folder))}")
+    return load_trace(path)
+
+
 def gpu_trace_names() -> list[str]:
-    return sorted(p.name.removesuffix(".cgtrace.json") for p in GPU_DIR.glob("*.cgtrace.json"))
+    return _names(GPU_DIR)
 
 
 def gpu_trace(name: str):
     """The committed GPU trace of scenario `name`."""
-    from cgviz.trace.io import load_trace
-
-    path = GPU_DIR / f"{name}.cgtrace.json"
-    if not path.exists():
-        raise KeyError(f"no GPU trace named {name!r}; there are: {', '.join(gpu_trace_names())}")
-    return load_trace(path)
+    return _trace(GPU_DIR, name, "GPU trace")
 
 
 def torch_trace_names() -> list[str]:
-    return sorted(p.name.removesuffix(".cgtrace.json") for p in TORCH_DIR.glob("*.cgtrace.json"))
+    return _names(TORCH_DIR)
 
 
 def torch_trace(name: str):
     """A trace of torch.compile(mode="reduce-overhead") recorded by cgviz.observe_torch on a GPU:
     torch_inference, torch_training, torch_dynamic_shapes, torch_cpu_input, torch_overwritten,
     torch_two_devices, ... (`torch_trace_names()` lists them)."""
-    from cgviz.trace.io import load_trace
-
-    path = TORCH_DIR / f"{name}.cgtrace.json"
-    if not path.exists():
-        raise KeyError(f"no torch.compile trace named {name!r}; there are: {', '.join(torch_trace_names())}")
-    return load_trace(path)
+    return _trace(TORCH_DIR, name, "torch.compile trace")
 
 
 def gpu_figures(name: str) -> dict:
@@ -83,14 +87,9 @@ def gpu_figures(name: str) -> dict:
 
 def surprise_names() -> list[str]:
     """The recorded programs of examples/surprises, each also as "<name>-fixed"."""
-    return sorted(p.name.removesuffix(".cgtrace.json") for p in SURPRISES_DIR.glob("*.cgtrace.json"))
+    return _names(SURPRISES_DIR)
 
 
 def surprise_trace(name: str):
     """The trace `cgviz run` recorded of examples/surprises/<name>.py on a GPU ("<name>-fixed": with --fixed)."""
-    from cgviz.trace.io import load_trace
-
-    path = SURPRISES_DIR / f"{name}.cgtrace.json"
-    if not path.exists():
-        raise KeyError(f"no recorded surprise named {name!r}; there are: {', '.join(surprise_names())}")
-    return load_trace(path)
+    return _trace(SURPRISES_DIR, name, "recorded surprise")

@@ -745,23 +745,21 @@ def _pending_backward(steps: list[Step]) -> list[Finding]:
     if not hits:
         return []
     torch_forwards = any("(forward)" in (s.function or "") for s in hits)  # torch.compile's names say the mode
-    if torch_forwards and not any("(backward)" in (s.function or "") for s in steps):  # no backward ever ran
-        return [Finding(
-            "warning", "pending_backward",
-            f"{plural(len(hits), 'decision')} {'was' if len(hits) == 1 else 'were'} made while forwards waited for a backward that never ran in this trace: "
-            "their outputs require grad, so torch never starts a new generation and never leaves warm-up",
-            [s.index for s in hits][:20], {"steps": len(hits), "cause": "forwards whose backward never runs"},
-            "run evaluation and inference under torch.no_grad() (or torch.inference_mode()): no backward to wait for; "
-            "in training, run each backward before the next forward",
-        )]
-    return [Finding(
-        "warning", "pending_backward",
-        f"{plural(len(hits), 'decision')} {'was' if len(hits) == 1 else 'were'} made while a forward waited for its backward: its saved outputs keep "
-        "the path live, so the next forward records a child instead of replaying",
-        [s.index for s in hits][:20], {"steps": len(hits), "cause": "a forward waiting for its backward"},
-        "run each backward before the next forward, or start each iteration with "
-        "torch.compiler.cudagraph_mark_step_begin()",
-    )]
+    never = torch_forwards and not any("(backward)" in (s.function or "") for s in steps)  # no backward ran
+    made = f"{plural(len(hits), 'decision')} {'was' if len(hits) == 1 else 'were'} made while "
+    if never:
+        title = (made + "forwards waited for a backward that never ran in this trace: their outputs require grad, "
+                 "so torch never starts a new generation and never leaves warm-up")
+        cause = "forwards whose backward never runs"
+        fix = ("run evaluation and inference under torch.no_grad() (or torch.inference_mode()): no backward to wait "
+               "for; in training, run each backward before the next forward")
+    else:
+        title = (made + "a forward waited for its backward: its saved outputs keep the path live, so the next "
+                 "forward records a child instead of replaying")
+        cause = "a forward waiting for its backward"
+        fix = "run each backward before the next forward, or start each iteration with torch.compiler.cudagraph_mark_step_begin()"
+    return [Finding("warning", "pending_backward", title, [s.index for s in hits][:20],
+                    {"steps": len(hits), "cause": cause}, fix)]
 
 
 def _shapes(trace: Trace, steps: list[Step]) -> list[Finding]:
