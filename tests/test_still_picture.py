@@ -35,3 +35,15 @@ def test_a_notebook_read_without_a_kernel_shows_the_explorers_step(tmp_path):
     assert still.count("<svg") >= 2 and "<script" not in still and "<?xml" not in still
     page = (tmp_path / "still.html").read_text()
     assert "cgviz-still" in page and "gated_block [0/0] (inference)" in page
+
+
+def test_a_tree_too_large_for_a_still_picture_says_so_and_keeps_the_pool(monkeypatch):
+    from cgviz.data import surprise_trace
+    from cgviz.views import static_view
+
+    trace = surprise_trace("graph_break")
+    nodes = len(trace.steps[-1].snapshot.nodes)
+    monkeypatch.setattr(static_view, "STILL_MAX_NODES", nodes - 1)
+    still = static_view.static_html(trace, len(trace.steps) - 1)
+    assert f"The tree has {nodes} nodes: too many for a still picture" in still
+    assert still.count("<svg") == 1 and "Pool:" in still  # the pool, without the tree

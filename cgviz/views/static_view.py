@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from cgviz.trace.model import Trace
 
 STILL_CLASS = "cgviz-still"
+# a still picture is drawn and sent with every Explorer shown: a tree larger than this is left to
+# the Explorer itself (a 1,000-node tree's picture takes about 0.3 s and 1.4 MB)
+STILL_MAX_NODES = 300
 
 
 def static_html(trace: "Trace", index: int, mark: str = "") -> str:
@@ -33,7 +36,11 @@ def static_html(trace: "Trace", index: int, mark: str = "") -> str:
         f'<p style="margin: 0 0 8px 0">{html.escape(step.reason)}</p>',
     ]
     snapshot = step.snapshot
-    if snapshot is not None:
+    if snapshot is not None and len(snapshot.nodes) > STILL_MAX_NODES:
+        parts.append(f"<p><i>The tree has {len(snapshot.nodes)} nodes: too many for a still picture (at most "
+                     f"{STILL_MAX_NODES}); run the notebook to see it in the Explorer.</i></p>")
+        parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot))}</div>')
+    elif snapshot is not None:
         parts.append(f'<div style="max-width: 100%">{_svg_body(tree_svg(snapshot, step))}</div>')
         parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot))}</div>')
     else:
