@@ -8,9 +8,9 @@ those fail inside a capture. Both backends use this watcher, so they decide alik
 
 from __future__ import annotations
 
-import linecache
 import os
 import sys
+import sysconfig
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -18,23 +18,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cgviz.engine._torch_compat import storage_id
-from cgviz.trace.paths import source_line
+from cgviz.trace import paths
+from cgviz.trace.paths import code_dirs, frames_from
 
-# frames inside these packages are not the user's code (the innermost frame outside them is)
-_NOT_USERS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+# frames in these directories are not the user's code: torch, cgviz, Python's own library
+_NOT_USERS = code_dirs(os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       sysconfig.get_paths()["stdlib"])
 
 
 def user_line(skip: int = 1) -> Optional[str]:
     """Where the user's code made the current call: the innermost frame outside torch and cgviz,
     as "model.py:42 in forward (y.sum().item())", its path portable; None when every frame is
     theirs. torch's own skip messages name such a line too."""
-    frame = sys._getframe(skip)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(_NOT_USERS) and not name.startswith("<frozen"):
-            return source_line(name, frame.f_lineno, frame.f_code.co_name, linecache.getline(name, frame.f_lineno))
-        frame = frame.f_back
-    return None
+    return paths.user_line(frames_from(sys._getframe(skip)), _NOT_USERS)
 
 # aten ops that read device memory on the host but carry no tag saying so
 HOST_SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::equal", "aten::is_nonzero"})

@@ -1,27 +1,26 @@
-"""How the observer names things and words its reasons: compiled graphs, the
-decisions torch's tree manager makes (generations, clones, eager runs)."""
+"""How the observer names things and words its reasons: compiled graphs, the decisions torch's
+tree manager makes (generations, clones, eager runs), the user's line an error came from."""
 
 from __future__ import annotations
 
 import os
 import re
 import sysconfig
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.diagnose import GRAPH_BREAK, graph_name  # noqa: F401  (GRAPH_BREAK: the observer's words)
-from cgviz.trace.paths import source_line
+from cgviz.trace.paths import code_dirs, frames_from, traceback_frames, user_line
 from cgviz.trace.units import format_bytes
 
 OVERWRITTEN = "overwritten by a subsequent run"
-# frames in these directories are not the user's code: torch, cgviz, Python's own library
-_NOT_USERS = tuple(os.path.join(os.path.realpath(d), "") for d in (
-    os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    sysconfig.get_paths()["stdlib"],
-))
-_AUTOGRAD = os.path.join(os.path.realpath(os.path.dirname(torch.__file__)), "autograd", "")
+# frames in these directories are not the user's code: torch, cgviz, Python's own library (and
+# the code inductor generates: see _not_users)
+_NOT_USERS = code_dirs(os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       sysconfig.get_paths()["stdlib"])
+_AUTOGRAD = code_dirs(os.path.join(os.path.dirname(torch.__file__), "autograd"))
 # torch names the code of each compiled graph alike ("partition_0"); past the first, a graph's
 # partitions keep their number in its name
 _PARTITION = re.compile(r"partition_[1-9]\d*")
@@ -115,46 +114,22 @@ def overwritten_reason(exc: BaseException) -> str:
     """An "overwritten by a subsequent run" error's reason: the user's line that read the
     output, whether autograd's backward read it (an activation saved for it, or a gradient it
     accumulates into), and torch's message."""
-    frames = _traceback_frames(exc.__traceback__)
-    users = [f[:4] for f in frames if _users(f[0]) and f[1] != f[4]]
-    where = f" (raised at {source_line(*users[-1])})," if users else ","
+    frames = traceback_frames(exc.__traceback__)
+    site = user_line(frames, _not_users(), skip_def_lines=True)
+    where = f" (raised at {site})," if site else ","
     reader = ("autograd's backward read it" if any(os.path.realpath(f[0]).startswith(_AUTOGRAD) for f in frames)
               else "the program read it")
     return f"an output was used after a later run overwrote it{where} {reader}: {exc}"
 
 
-def _users(filename: str) -> bool:
-    """Is this file the user's code (not torch, cgviz, Python's library or inductor's generated code)?"""
-    if filename.startswith("<"):
-        return False
-    path = os.path.realpath(filename)
-    generated = layout.inductor_cache_dir()
-    return not path.startswith(_NOT_USERS) and not (generated and path.startswith(os.path.realpath(generated)))
-
-
 def caller_site() -> str:
     """Where the user's code made the call under way: the innermost frame of theirs on the stack."""
-    import linecache
     import sys
 
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        # a compiled function's own frame stands at its def line (dynamo runs its code): its caller's is the line
-        if _users(name) and frame.f_lineno != frame.f_code.co_firstlineno:
-            return source_line(name, frame.f_lineno, frame.f_code.co_name, linecache.getline(name, frame.f_lineno))
-        frame = frame.f_back
-    return ""
+    return user_line(frames_from(sys._getframe(1)), _not_users(), skip_def_lines=True) or ""
 
 
-def _traceback_frames(tb: Any) -> list[tuple[str, int, str, str, int]]:
-    """(file, line, function, code line, the function's first line) of each frame, outermost first."""
-    import linecache
-
-    out = []
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        out.append((code.co_filename, tb.tb_lineno, code.co_name, linecache.getline(code.co_filename, tb.tb_lineno),
-                    code.co_firstlineno))
-        tb = tb.tb_next
-    return out
+def _not_users() -> tuple[str, ...]:
+    """_NOT_USERS and the folder inductor writes its code to (TORCHINDUCTOR_CACHE_DIR may move it)."""
+    generated = layout.inductor_cache_dir()
+    return _NOT_USERS + (code_dirs(generated) if generated else ())
