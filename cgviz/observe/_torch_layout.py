@@ -151,13 +151,7 @@ CONVERT_FRAME = ("torch._dynamo.convert_frame", "ConvertFrameAssert", "__call__"
 
 def convert_frame_class() -> Any:
     """dynamo's frame converter class (importing its module), or None."""
-    import importlib
-
-    try:
-        importlib.import_module(CONVERT_FRAME[0])
-    except Exception:  # no dynamo: graphs are named from their stacks only
-        return None
-    return _lookup(*CONVERT_FRAME[:2])
+    return _imported(*CONVERT_FRAME[:2])
 
 
 # a compiled module's frame: dynamo compiles its call (one code for every module, a compile id each),
@@ -196,13 +190,7 @@ PARTITIONS = ("torch._inductor.scheduler", "Scheduler", "_log_graph_partitions")
 
 def scheduler_class() -> Any:
     """inductor's Scheduler class (importing its module), or None."""
-    import importlib
-
-    try:
-        importlib.import_module(PARTITIONS[0])
-    except Exception:
-        return None
-    return _lookup(*PARTITIONS[:2])
+    return _imported(*PARTITIONS[:2])
 
 
 def partition_cuts(scheduler: Any, args: tuple, kwargs: dict) -> Optional[tuple[int, list[tuple[str, str, str]]]]:
@@ -238,23 +226,16 @@ INDUCTOR_CACHE_DIR = ("torch._inductor.runtime.cache_dir_utils", "cache_dir")
 
 def inductor_cache_dir() -> Optional[str]:
     """Where inductor writes the code it generates (TORCHINDUCTOR_CACHE_DIR, or its default), or None."""
-    import importlib
-
+    cache_dir = _imported(*INDUCTOR_CACHE_DIR)
     try:
-        return str(getattr(importlib.import_module(INDUCTOR_CACHE_DIR[0]), INDUCTOR_CACHE_DIR[1])())
+        return str(cache_dir()) if cache_dir is not None else None
     except Exception:
         return None
 
 
 def graph_break_class() -> Any:
     """dynamo's translator class that logs graph breaks (importing its module), or None."""
-    import importlib
-
-    try:
-        importlib.import_module(GRAPH_BREAK[0])
-    except Exception:  # a torch without dynamo's translator: no graph breaks are heard
-        return None
-    return _lookup(*GRAPH_BREAK[:2])
+    return _imported(*GRAPH_BREAK[:2])
 
 
 def graph_break_site(translator: Any, args: tuple, kwargs: dict) -> Optional[tuple[str, str, tuple]]:
@@ -442,8 +423,18 @@ def cloned_outputs(manager: Any, storages_to_clone: Any) -> list[tuple[Any, int,
 
 def rerecord_limit() -> Any:
     """torch's re-record limit (torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit)."""
-    triton = getattr(getattr(getattr(torch, "_inductor", None), "config", None), "triton", None)
-    return getattr(triton, "cudagraph_unexpected_rerecord_limit", None)
+    return _config_value("triton.cudagraph_unexpected_rerecord_limit")
+
+
+def _imported(module_name: str, *names: str) -> Any:
+    """module.name1..., importing the module first; None where this torch lacks a part of it."""
+    import importlib
+
+    try:
+        importlib.import_module(module_name)
+    except Exception:  # a torch without that module: what it would tell is not heard
+        return None
+    return _lookup(module_name, *names)
 
 
 def _lookup(module_name: str, *names: str) -> Any:
@@ -490,23 +481,26 @@ def graph_mode(graph: Any) -> str:
     return "inference" if kwargs.get("is_inference") else "forward"
 
 
-def cudagraphs_turned_off(args: tuple, kwargs: dict) -> bool:
-    """After a compiled graph's post_compile(example_inputs, constants, graph_kwargs): did torch
-    turn its `cudagraphs` box off (the graph runs without CUDA graphs)?"""
+def _cudagraphs_box(args: tuple, kwargs: dict) -> Any:
+    """The `cudagraphs` box of a compiled graph's post_compile(example_inputs, constants,
+    graph_kwargs) call (older torch: post_compile(example_inputs, cudagraphs, constants)), or None."""
     graph_kwargs = kwargs.get("graph_kwargs", args[-1] if args else None)
     box = graph_kwargs.get("cudagraphs") if isinstance(graph_kwargs, dict) else kwargs.get("cudagraphs")
-    if box is None:  # older torch: post_compile(example_inputs, cudagraphs, constants)
+    if box is None:
         box = next((a for a in args if type(a).__name__ == "BoxedBool"), None)
+    return box
+
+
+def cudagraphs_turned_off(args: tuple, kwargs: dict) -> bool:
+    """After a compiled graph's post_compile: did torch turn its `cudagraphs` box off (the graph
+    runs without CUDA graphs)?"""
+    box = _cudagraphs_box(args, kwargs)
     return box is not None and not box
 
 
 def cudagraphs_asked(args: tuple, kwargs: dict) -> bool:
     """Before a compiled graph's post_compile: is its `cudagraphs` box on (CUDA graphs asked for)?"""
-    graph_kwargs = kwargs.get("graph_kwargs", args[-1] if args else None)
-    box = graph_kwargs.get("cudagraphs") if isinstance(graph_kwargs, dict) else kwargs.get("cudagraphs")
-    if box is None:
-        box = next((a for a in args if type(a).__name__ == "BoxedBool"), None)
-    return bool(box)
+    return bool(_cudagraphs_box(args, kwargs))
 
 
 # With graph partitioning (torch's default since 2.9), post_compile turns CUDA graphs off without
@@ -542,12 +536,8 @@ def graph_stacks(graph: Any) -> list[str]:
 
 
 def _config_value(name: str) -> Any:
-    from torch._inductor import config
-
-    value: Any = config
-    for part in name.split("."):
-        value = getattr(value, part, None)
-    return value
+    """An inductor config option ("triton.cudagraph_skip_dynamic_graphs"), or None."""
+    return _lookup("torch._inductor.config", *name.split("."))
 
 
 def node_function(node: Any) -> Any:

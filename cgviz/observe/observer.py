@@ -24,6 +24,7 @@ from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.paths import portable_paths, source_line
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
+from cgviz.trace.units import plural
 
 # Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node))
 # and made into steps in batches: whatever a hook on that path does is paid on every call of
@@ -550,9 +551,9 @@ class TorchObserver:
         ops = sorted({target for _, target, _ in cuts if target})
         stack = next((st for _, _, st in cuts if st), "")
         name = f"{frame or 'a compiled graph'} [{compile_id}]" if compile_id else (frame or "a compiled graph")
-        said = (f"while compiling {name}, graph partitioning kept {len(cuts)} op{'s' if len(cuts) != 1 else ''} out of "
+        said = (f"while compiling {name}, graph partitioning kept {plural(len(cuts), 'op')} out of "
                 f"CUDA graphs ({', '.join(reasons)}{': ' + ', '.join(ops[:6]) if ops else ''}); they run eagerly "
-                f"between {graphed} CUDA graph{'s' if graphed != 1 else ''}: {PARTITIONED}{', '.join(reasons)}")
+                f"between {plural(graphed, 'CUDA graph')}: {PARTITIONED}{', '.join(reasons)}")
         if stack:
             said += f". Found from :\n{stack}"
         self.step("compile", portable_paths(said))
@@ -575,33 +576,34 @@ class TorchObserver:
         messages = self._compile_skips.pop(compile_id, [])
         mode = layout.graph_mode(graph)
         if messages:
-            label = portable_paths(naming.compiled_graph_name("", compile_id, mode,
-                                                              self.frame_name(compile_id, messages)))
+            label = self._graph_label(compile_id, mode, messages)
             for message in messages[:-1] if turned_off else messages:  # said, but not what turned them off
                 self.step("compile", f"while compiling {label}: {SKIPPED}{message}", function=label)
         if not turned_off:
             return None
+        why = ""
         if messages:
-            message = self._skipped_compiles[compile_id] = messages[-1]
-            why = ""
+            self._skipped_compiles[compile_id] = messages[-1]
+            said, stacks = SKIPPED + messages[-1], [messages[-1]]
         elif compile_id in self._skipped_compiles:
             message = self._skipped_compiles[compile_id]
             why = " (torch skipped the CUDA graphs of its forward, and so of it)"
+            said, stacks = SKIPPED + message, [message]
         elif silent:
             stacks = layout.graph_stacks(graph)
-            label = portable_paths(naming.compiled_graph_name("", compile_id, mode, self.frame_name(compile_id, stacks)))
             if stacks:  # where the graph's code is, in torch's words (the doctor reads the line back)
                 silent = portable_paths(f"{silent}. Found from :\n{stacks[0]}")
-            self.step("compile", f"{label} compiled without CUDA graphs, so its calls run eagerly: {SILENT}{silent}",
-                      function=label)
-            return label, f"{label} ran eagerly: {SILENT}{silent}"
+            said = SILENT + silent
         else:  # not asked for CUDA graphs, or a graph with no CUDA work: torch says nothing
             return None
-        label = portable_paths(naming.compiled_graph_name("", compile_id, mode,
-                                                          self.frame_name(compile_id, [message])))
-        self.step("compile", f"{label} compiled without CUDA graphs{why}, so its calls run eagerly: "
-                  f"{SKIPPED}{message}", function=label)
-        return label, f"{label} ran eagerly{why}: {SKIPPED}{message}"
+        label = self._graph_label(compile_id, mode, stacks)
+        self.step("compile", f"{label} compiled without CUDA graphs{why}, so its calls run eagerly: {said}",
+                  function=label)
+        return label, f"{label} ran eagerly{why}: {said}"
+
+    def _graph_label(self, compile_id: str, mode: str, stacks: list[str]) -> str:
+        """A compiled graph's name, before any call of it reaches a tree (see label)."""
+        return portable_paths(naming.compiled_graph_name("", compile_id, mode, self.frame_name(compile_id, stacks)))
 
     def eager_graph_called(self, label: str, reason: str, start: Optional[float]) -> None:
         """A call of a compiled graph whose CUDA graphs torch turned off (it never reaches the tree)."""
