@@ -153,16 +153,17 @@ def diagnose(trace: Trace) -> Diagnosis:
         return diagnose_merged(trace)
     steps = _graphs_told_apart(trace.steps)
     times = trace.repeats()
+    eager, again, waiting = _eager_groups(steps, times), _rerecords(steps), _pending_backward(steps)
     findings: list[Finding] = []
-    findings += _coverage(steps, times, trace.meta)
-    findings += _eager_groups(steps, times)
-    findings += _rerecords(steps)
+    findings += _coverage(steps, times, trace.meta, eager, again, waiting)
+    findings += eager
+    findings += again
     findings += _overwritten(steps, trace.meta)
     findings += _raised(steps)
     findings += _graph_breaks(steps)
     findings += _compile_skips(steps)
     findings += _partitions(steps)
-    findings += _pending_backward(steps)
+    findings += waiting
     findings += _shapes(trace, steps)
     findings += _before_observing(steps, trace.meta)
     findings += _pool(trace)
@@ -192,7 +193,7 @@ def _nothing_called(steps: list[Step], meta: dict) -> list[Finding]:
         said = f": {skip['cause']}{_where(skip.get('source'))}" if skip.get("cause") else ""
         return [Finding(
             "error", "graphed",
-            f"{title}: torch.compile skipped CUDA graphs while compiling ({n} decision{'s' if n != 1 else ''}){said}; "
+            f"{title}: torch.compile skipped CUDA graphs while compiling ({plural(n, 'decision')}){said}; "
             "no call went through a CUDA graph tree", [skips[-1].index],
             {"calls": 0, "replayed": 0, "skips": n, "cause": skip.get("cause"), "source": skip.get("source")},
             fix_for(skips[-1].reason),
@@ -209,11 +210,14 @@ def _nothing_called(steps: list[Step], meta: dict) -> list[Finding]:
     return []
 
 
-def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) -> list[Finding]:
+def _coverage(steps: list[Step], times: list[int], meta: dict, eager: list[Finding], again: list[Finding],
+              waiting: list[Finding]) -> list[Finding]:
+    """How many calls replayed. Where none did, the first finding also says why, from the eager,
+    re-record and pending-backward findings made for the trace."""
     per_function = _calls(steps, times)
     total = sum(sum(c.values()) for c in per_function.values())
     if not total:
-        return _nothing_called(steps, meta or {})
+        return _nothing_called(steps, meta)
     replayed = sum(c["execute"] for c in per_function.values())
     numbers = {
         "calls": total,
@@ -234,23 +238,22 @@ def _coverage(steps: list[Step], times: list[int], meta: Optional[dict] = None) 
                       f"{_where(skip.get('source'))}")
             numbers.update(cause=skip.get("cause"), source=skip.get("source"))
             return [Finding("error", "graphed", title, [off[0].index, first_call], numbers, fix_for(off[0].reason))]
-        skipped = [g for g in _eager_groups(steps, times) if g.numbers.get("cause") and g.numbers.get("function")]
+        skipped = [g for g in eager if g.numbers.get("cause") and g.numbers.get("function")]
         if skipped:  # every call ran eagerly where torch said why
             title += f": {skipped[0].title}"
             numbers.update(cause=skipped[0].numbers["cause"], source=skipped[0].numbers.get("source"))
             return [Finding("error", "graphed", title, [first_call], numbers, skipped[0].suggestion)]
-        waiting = _pending_backward(steps)
         if waiting:  # forwards waiting for a backward keep the tree warming up
             title += f": {waiting[0].title}"
             numbers["cause"] = waiting[0].numbers["cause"]
             return [Finding("error", "graphed", title, [first_call] + waiting[0].evidence[:1], numbers,
                             waiting[0].suggestion)]
-        again = [f for f in _rerecords(steps) if f.numbers["function"] in per_function]
-        if again:  # recorded again and again: why, and its fix
-            title += f": {again[0].title}"
-            numbers["cause"] = next(iter(again[0].numbers["causes"]))
-            return [Finding("error", "graphed", title, [first_call] + again[0].evidence[1:2], numbers,
-                            again[0].suggestion)]
+        rerecorded = [f for f in again if f.numbers["function"] in per_function]
+        if rerecorded:  # recorded again and again: why, and its fix
+            title += f": {rerecorded[0].title}"
+            numbers["cause"] = next(iter(rerecorded[0].numbers["causes"]))
+            return [Finding("error", "graphed", title, [first_call] + rerecorded[0].evidence[1:2], numbers,
+                            rerecorded[0].suggestion)]
         return [Finding("error", "graphed", title, [first_call], numbers, _fix_for_functions(steps, per_function))]
     out = [Finding(
         "info", "coverage",
@@ -590,12 +593,11 @@ def _base(function: Optional[str]) -> str:
 def _graph_breaks(steps: list[Step]) -> list[Finding]:
     """Each place torch.compile broke a function's graph: the user's line, dynamo's reason, how
     many graphs the function runs as, and the time spent between them on each call."""
+    breaks = [(s, _BREAK.match(s.reason)["function"]) for s in steps
+              if s.kind == "compile" and s.reason.startswith(GRAPH_BREAK)]
     out = []
     seen = set()
-    for step in steps:
-        if step.kind != "compile" or not step.reason.startswith(GRAPH_BREAK):
-            continue
-        function = _BREAK.match(step.reason)["function"]
+    for step, function in breaks:
         source = user_source(step.reason)
         key = (function, None if source is None else (source["file"], source["line"]))
         if key in seen:
@@ -604,20 +606,18 @@ def _graph_breaks(steps: list[Step]) -> list[Finding]:
         root = function  # a break in a resume function belongs to the function it resumes
         if function.startswith(_RESUME_PREFIX):
             root = function[len(_RESUME_PREFIX):].rsplit("_at_", 1)[0]
-        breaks = sum(1 for s in steps if s.kind == "compile" and s.reason.startswith(GRAPH_BREAK)
-                     and (_BREAK.match(s.reason)["function"] == root
-                          or _BREAK.match(s.reason)["function"].startswith(_RESUME.format(root))))
+        count = sum(1 for _, f in breaks if f == root or f.startswith(_RESUME.format(root)))
         found = _BREAK_REASON.search(step.reason)
         lines = [ln.strip() for ln in (found["why"] if found else "").splitlines()]
         cause = next((ln for ln in lines if ln and not ln.lower().startswith(_BREAK_PREAMBLE)), "a graph break")
         gaps = _gaps(steps, function)
-        numbers = {"function": function, "graphs": breaks + 1, "cause": cause, "source": source}
+        numbers = {"function": function, "graphs": count + 1, "cause": cause, "source": source}
         cost = ""
         if gaps:
             numbers["between_graphs_us"] = statistics.median(gaps)
             cost = f"; each call spends {format_us(statistics.median(gaps))} between them (median of {len(gaps)} calls)"
         where = f" at {source['file']}:{source['line']}" if source else ""
-        title = f"{root} runs as {breaks + 1} graphs with Python between them: a graph break{where} ({cause}){cost}"
+        title = f"{root} runs as {count + 1} graphs with Python between them: a graph break{where} ({cause}){cost}"
         out.append(Finding("warning", "graph_break", title, [step.index], numbers, _break_fix(cause)))
     return out
 
