@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from cgviz.views.page_store import namespace_ids, strip_prolog
 from cgviz.views.text import headline
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ def static_html(trace: "Trace", index: int, mark: str = "") -> str:
     from cgviz.views.tree import tree_svg
 
     classes = f"{STILL_CLASS} {mark}".strip()
+    ids = f"{mark or STILL_CLASS}-{index}-"
     n = len(trace.steps)
     if not n:
         return f'<div class="{classes}"><p>cgviz Explorer: the trace has no steps yet.</p></div>'
@@ -36,21 +38,20 @@ def static_html(trace: "Trace", index: int, mark: str = "") -> str:
         f'<p style="margin: 0 0 8px 0">{html.escape(step.reason)}</p>',
     ]
     snapshot = step.snapshot
-    if snapshot is not None and len(snapshot.nodes) > STILL_MAX_NODES:
-        parts.append(f"<p><i>The tree has {len(snapshot.nodes)} nodes: too many for a still picture (at most "
-                     f"{STILL_MAX_NODES}); run the notebook to see it in the Explorer.</i></p>")
-        parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot))}</div>')
-    elif snapshot is not None:
-        parts.append(f'<div style="max-width: 100%">{_svg_body(tree_svg(snapshot, step))}</div>')
-        parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot))}</div>')
-    else:
+    if snapshot is None:
         parts.append("<p><i>No snapshot was recorded for this step.</i></p>")
+    else:
+        if len(snapshot.nodes) > STILL_MAX_NODES:
+            parts.append(f"<p><i>The tree has {len(snapshot.nodes)} nodes: too many for a still picture (at most "
+                         f"{STILL_MAX_NODES}); run the notebook to see it in the Explorer.</i></p>")
+        else:
+            parts.append(f'<div style="max-width: 100%">{_svg_body(tree_svg(snapshot, step), f"{ids}t")}</div>')
+        parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot), f"{ids}p")}</div>')
     parts.append("<p><small>A still picture of the Explorer at this step; run the notebook to step "
                  "through the trace.</small></p></div>")
     return "".join(parts)
 
 
-def _svg_body(svg: str) -> str:
-    """SVG text without its XML prolog and doctype (they are not allowed inside HTML)."""
-    start = svg.find("<svg")
-    return svg[start:] if start >= 0 else svg
+def _svg_body(svg: str, prefix: str) -> str:
+    """SVG text as HTML holds it: no XML prolog, its ids its own (a page may show several)."""
+    return namespace_ids(strip_prolog(svg), prefix)
