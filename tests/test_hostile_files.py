@@ -21,6 +21,7 @@ from cgviz import cli
 from cgviz.cli import main
 from cgviz.trace.io import TraceFormatError, load_trace, to_dict
 from test_trace_io import hand_trace, write_json
+from test_trace_robustness import make_socket as bound_socket
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY = 1536 << 20  # bytes of address space a command may use: far below what reading without end takes
@@ -104,14 +105,7 @@ def make_socket(tmp_path: Path) -> tuple[str, str]:
     if not hasattr(socket, "AF_UNIX"):
         pytest.skip("no Unix sockets on this OS")
     path = tmp_path / "sock.json"
-    sock = socket.socket(socket.AF_UNIX)
-    try:
-        sock.bind(str(path))
-    except OSError:
-        pytest.skip("cannot bind a socket at this path")
-    finally:
-        sock.close()
-    return str(path), "a socket"
+    return str(path), bound_socket(path)
 
 
 def make_directory(tmp_path: Path) -> tuple[str, str]:
@@ -398,20 +392,13 @@ def test_an_export_whose_times_overflow_is_still_valid_json(tmp_path):
 def same_file_ways(tmp_path: Path, target: Path) -> dict[str, str]:
     """Ways to name `target` again: itself, with ./, a symbolic link, a hard link."""
     ways = {"itself": str(target), "dot": os.path.join(str(target.parent), ".", target.name)}
-    if hasattr(os, "symlink"):
-        link = tmp_path / "link.json"
-        try:
-            os.symlink(target, link)
-            ways["symlink"] = str(link)
-        except OSError:
-            pass
-    if hasattr(os, "link"):
-        hard = tmp_path / "hard.json"
-        try:
-            os.link(target, hard)
-            ways["hardlink"] = str(hard)
-        except OSError:
-            pass
+    for way, make, name in (("symlink", "symlink", "link.json"), ("hardlink", "link", "hard.json")):
+        if hasattr(os, make):
+            try:
+                getattr(os, make)(target, tmp_path / name)
+                ways[way] = str(tmp_path / name)
+            except OSError:
+                pass
     return ways
 
 
