@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from cgviz._version import __version__
 
 __all__ = [
-    "Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "diagnose", "merge",
-    "__version__",
+    "Tree", "Trace", "Explorer", "graphed", "default_tree", "to_html", "observe_torch", "observe_graphs",
+    "graph_batch", "diagnose", "merge", "__version__",
 ]
 
 if TYPE_CHECKING:
@@ -72,6 +72,14 @@ def __getattr__(name: str) -> Any:
         from cgviz.observe.torch_compile import observe_torch
 
         return observe_torch
+    if name == "observe_graphs":  # every CUDA graph of the process, not only torch.compile's trees
+        from cgviz.observe.graphs import observe_graphs
+
+        return observe_graphs
+    if name == "graph_batch":  # the batch size a graph serves, the rows of a replay in use
+        from cgviz.observe.graph_batch import graph_batch
+
+        return graph_batch
     if name == "merge":  # the traces of a multi-rank job's ranks as one Trace
         from cgviz.trace.ranks import merge
 

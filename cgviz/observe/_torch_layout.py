@@ -69,7 +69,7 @@ CLASS_MEMBERS: dict[str, tuple] = {
         "ids_to_funcs", "active_warmup_function", "demoted_cudagraph_managed_idxs", "cudagraph_managed_input_rerecord",
     ),
     "CUDAGraphNode": ("id", "graph", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
-                      "check_invariants", "device"),
+                      "check_invariants", "device", "_record"),
     "CheckInvariantStatus": ("StaticInputIdxMismatch", "CudagraphManagedIdxMismatch",
                              "ExpectedDeadIndicesBeforeGraphMismatch"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
@@ -758,3 +758,29 @@ def graphs_kept() -> Any:
         yield
     finally:
         torch.cuda.CUDAGraph = saved
+
+
+# -- CUDA graphs made by the trees themselves, seen by cgviz.observe_graphs ------------------------
+# A node captures its graph in CUDAGraphNode._record; the manager captures an empty graph when it
+# is made (CUDAGraphTreeManager.__init__) to keep its pool alive.
+NODE_RECORD = ("CUDAGraphNode", "_record")
+MANAGER_INIT = (MANAGER_CLASS, "__init__")
+
+
+def tree_capture(frame: Any) -> Optional[tuple[str, Any]]:
+    """Is the CUDA graph being captured from this stack one of torch.compile's trees'? ("node",
+    the CUDAGraphNode recording it) or ("pool", the manager whose pool it keeps alive); None
+    for a graph of the user's own. Walks the live frames only, holding none of them."""
+    trees_file = getattr(sys.modules.get(TREES_MODULE), "__file__", None)
+    if trees_file is None:
+        return None
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == trees_file:
+            owner = frame.f_locals.get("self")
+            if code.co_name == NODE_RECORD[1] and type(owner).__name__ == NODE_RECORD[0]:
+                return "node", owner
+            if code.co_name == MANAGER_INIT[1] and type(owner).__name__ == MANAGER_INIT[0]:
+                return "pool", owner
+        frame = frame.f_back
+    return None

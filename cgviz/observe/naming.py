@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sysconfig
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -127,6 +127,11 @@ def caller_site() -> str:
     import sys
 
     return user_line(frames_from(sys._getframe(1)), _not_users(), skip_def_lines=True) or ""
+
+
+def site_of(frame: Any) -> str:
+    """The user's line on a live stack (a CUDA graph's capture), '' where none is the user's."""
+    return user_line(frames_from(frame), _not_users()) or ""
 
 
 def _not_users() -> tuple[str, ...]:

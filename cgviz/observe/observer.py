@@ -26,8 +26,8 @@ from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
 from cgviz.trace.units import plural
 
-# Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node))
-# and made into steps in batches: whatever a hook on that path does is paid on every call of
+# Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node),
+# an int for a CUDA graph outside the trees: see note_graph_event) and made into steps in batches: whatever a hook on that path does is paid on every call of
 # the user's loop, so those hooks only append.
 RAW_BATCH = 4096
 _NEW_GENERATION = object()
@@ -101,6 +101,7 @@ class TorchObserver:
         self._added: set[tuple] = set()  # (id(manager), function id)
         self._functions: dict[tuple, str] = {}  # (id(manager), function id) -> name, of every function seen
         self._frames: dict[str, str] = {}  # frame part of a compile id ("0" of "0/1") -> its function's name
+        self.graph_sink: Any = None  # a GraphObserver sharing this trace (observe_torch(graphs=True))
         skips = layout.skip_count()
         if skips:
             self.trace.meta["cudagraph_skips_before_observing"] = skips
@@ -237,6 +238,11 @@ class TorchObserver:
         if len(self._raw) >= RAW_BATCH:
             self.catch_up()
 
+    def note_graph_event(self, event: int) -> None:
+        """A replay or destruction of a CUDA graph outside the trees (`graph_sink` makes it a
+        step), noted among the trees' own events so that the steps keep their order."""
+        self._note(event)
+
     def catch_up(self) -> None:
         """Make the noted replay-loop events into steps (in order, before anything else)."""
         if not self._raw:
@@ -244,7 +250,9 @@ class TorchObserver:
         raw, self._raw = self._raw, []
         manager = self._raw_ref() if self._raw_ref is not None else None
         for event in raw:
-            if event is _NEW_GENERATION:
+            if type(event) is int:
+                self.graph_sink.noted(event)
+            elif event is _NEW_GENERATION:
                 self._new_generation(manager)
             elif len(event) == 2:
                 self._path_end(manager, event[1])

@@ -54,7 +54,7 @@ def stop_observing(observer: TorchObserver) -> Trace:
 
 @contextlib.contextmanager
 def observe_torch(trace: str = "full", path: str | os.PathLike | None = None, *,
-                  kernels: Optional[bool] = None) -> Iterator[Trace]:
+                  kernels: Optional[bool] = None, graphs: bool = False, timed: bool = False) -> Iterator[Trace]:
     """`with cgviz.observe_torch() as trace:` — torch.compile(mode="reduce-overhead") activity
     inside the block becomes the Trace's steps (replays are made into steps in batches: inside
     the block the newest few thousand may not show yet; after it, all do). An "overwritten by a subsequent run" error
@@ -69,18 +69,33 @@ def observe_torch(trace: str = "full", path: str | os.PathLike | None = None, *,
     `kernels` (default: on at trace "full"): each graph torch records keeps its CUDA graph
     after capture, and its kernels, copies and sets go into ``trace.meta["profile"]`` (shown in
     the node panel); torch then instantiates the graph at its first replay, which its recording
-    does at once."""
+    does at once.
+
+    `graphs`: every other CUDA graph of the process goes into the trace too (see
+    `cgviz.observe_graphs`; `timed` times their replays); the trees' own graphs are linked to
+    their nodes (`trace.graphs`), not shown twice."""
+    if not isinstance(graphs, bool):
+        raise TypeError(f"graphs must be True or False, not {graphs!r}")
     target = None if path is None else rank_path(path)
     if target is not None:
         check_save_target(target, "trace")
     observer = start_observing(trace, kernels)
+    plain = None
     try:
+        if graphs:
+            from cgviz.observe.graphs import start_observing_graphs
+
+            plain = start_observing_graphs(trace, kernels, timed, tree=observer)
         yield observer.trace
     except RuntimeError as exc:
         if OVERWRITTEN in str(exc):
             observer.error_raised(exc)
         raise
     finally:
+        if plain is not None:
+            from cgviz.observe.graphs import stop_observing_graphs
+
+            stop_observing_graphs(plain)
         stop_observing(observer)
         if target is not None:
             observer.trace.save(rank_path(target, observer.trace))  # the rank (and device) in its meta

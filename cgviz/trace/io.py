@@ -54,19 +54,25 @@ from itertools import chain, compress, repeat
 from operator import attrgetter, is_, is_not, not_
 from typing import Any, Callable, Iterable, Iterator, Literal, Optional, TextIO, Union
 
-from cgviz.trace.model import SCHEMA_VERSION, Block, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
+from cgviz.trace.model import (
+    SCHEMA_VERSION, Block, GraphView, NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text,
+)
 
 FORMAT = "cgviz-trace"
 _TOP_KEYS = {
     1: ("format", "schema_version", "meta", "steps"),
     2: ("format", "schema_version", "meta", "tables", "steps"),
 }
+# Written only when there is something in them (a trace without them reads as before).
+_OPTIONAL_TOP_KEYS = {2: ("graphs",)}
 # Layout 2: the classes stored once per distinct value, each in its table (holders before parts).
 _TABLES: dict[type, str] = {
     Snapshot: "snapshots", NodeView: "nodes", OutputView: "outputs", Segment: "segments", Block: "blocks"
 }
 # How an element of a list of these dataclasses is named in messages ("step 3", "node 2").
-_LABELS: dict[type, str] = {Step: "step", NodeView: "node", OutputView: "output", Segment: "segment", Block: "block"}
+_LABELS: dict[type, str] = {
+    Step: "step", NodeView: "node", OutputView: "output", Segment: "segment", Block: "block", GraphView: "graph",
+}
 _PLAIN = (str, int, float, bool, type(None))
 _COMPACT: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False, "separators": (",", ":")}
 # An entry's canonical form, by which equal objects find one entry: its JSON text. One encoder
@@ -151,13 +157,16 @@ def to_dict(trace: Trace) -> dict:
     """The trace as plain JSON types in the current layout; fields equal to their defaults are left out."""
     writer = _Writer()
     steps = [writer.encode(s) for s in trace.steps]
-    return {
+    out = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,  # the layout written is always the current one
         "meta": writer.encode(trace.meta),
         "tables": writer.tables,
         "steps": steps,
     }
+    if trace.graphs:
+        out["graphs"] = [writer.encode(g) for g in trace.graphs]
+    return out
 
 
 class _Writer:
@@ -294,7 +303,7 @@ def _holds_surrogate(trace: Trace) -> bool:
     its strings checked as one text, and what its containers and model objects hold (the
     model objects not seen before) making the next depth."""
     seen: set[int] = set()
-    objects: list[Any] = [trace.meta, trace.steps]
+    objects: list[Any] = [trace.meta, trace.steps, trace.graphs]
     while objects:
         types = list(map(type, objects))
         inner: list[Any] = []
@@ -339,7 +348,7 @@ def _unseen(objects: list[Any], seen: set[int]) -> list[Any]:
 
 # The model's classes and their fields, for walking a trace.
 _MODEL: dict[type, tuple[str, ...]] = {
-    cls: tuple(_fields(cls)) for cls in (Step, Snapshot, NodeView, OutputView, Segment, Block)
+    cls: tuple(_fields(cls)) for cls in (Step, Snapshot, NodeView, OutputView, Segment, Block, GraphView)
 }
 _FIELD_VALUES = {cls: attrgetter(*names) for cls, names in _MODEL.items()}  # each has several: a tuple
 _WALKED = {str, list, tuple, dict, *_MODEL}  # the types whose objects are or hold strings
@@ -634,7 +643,9 @@ def from_dict(data: Any) -> Trace:
         reader.check_unused_entries()
         meta = reader.build(dict, data["meta"], "", "meta")
         _check_meta(meta, "meta")
-        return Trace(steps=steps, meta=meta, schema_version=version)
+        graphs = reader.build(list[GraphView], data.get("graphs", []), "", "graphs")
+        _check_graphs(graphs, steps)
+        return Trace(steps=steps, meta=meta, schema_version=version, graphs=graphs)
     except RecursionError:
         raise TraceFormatError(_TOO_DEEP) from None
 
@@ -653,7 +664,7 @@ def _check_top_level(data: Any) -> int:
         raise TraceFormatError(f"written by a newer cgviz (schema {version} > {SCHEMA_VERSION}); upgrade cgviz")
     keys = _TOP_KEYS[version]
     for key in data:
-        if key not in keys:
+        if key not in keys and key not in _OPTIONAL_TOP_KEYS.get(version, ()):
             raise TraceFormatError(f"unknown top-level field {key!r}")
     for key in keys:
         if key not in data:
@@ -871,6 +882,36 @@ def _check_step(step: Step, ctx: str) -> None:
     for i, pair in enumerate(step.invalidated):
         if len(pair) != 2:
             _fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
+
+
+def _check_graphs(graphs: list[GraphView], steps: list[Step]) -> None:
+    """The graphs' ids are distinct, their counts sane and their kernels [name, count] pairs; every
+    step that names a graph names one of them."""
+    ids: set[int] = set()
+    for i, g in enumerate(graphs):
+        ctx = f"graph {i}"
+        if g.id in ids:
+            _fail(ctx, "id", f"is used by another graph too (got {g.id})")
+        ids.add(g.id)
+        for name in ("stream", "pool", "memory", "replays", "used", "padded"):
+            _check_count(getattr(g, name), ctx, name)
+        if g.pool_bytes is not None:
+            _check_count(g.pool_bytes, ctx, "pool_bytes")
+        if g.batch is not None:
+            _check_positive(g.batch, ctx, "batch")
+        if g.used > g.padded:
+            _fail(ctx, "used", f"counts more rows in use ({g.used}) than were replayed ({g.padded})")
+        for name in ("replay_us", "capture_ms"):
+            value = getattr(g, name)
+            if value is not None and value < 0:
+                _fail(ctx, name, f"must be a duration, 0 or more (got {value})")
+        for k, entry in enumerate(g.kernels or []):
+            if not (type(entry) is list and len(entry) == 2 and type(entry[0]) is str and type(entry[1]) is int
+                    and entry[1] >= 1):
+                _fail(ctx, f"kernels[{k}]", f"must be a [kernel name, count] pair (got {_short(entry)})")
+    for i, step in enumerate(steps):
+        if step.graph is not None and step.graph not in ids:
+            _fail(f"step {i}", "graph", f"names graph {step.graph}, which the trace's graphs do not hold")
 
 
 # -- the free-form fields cgviz reads: meta's keys with a structure, an output's values ------------

@@ -26,11 +26,16 @@ def safe_text(s: str) -> str:
 
 
 StepKind = Literal[
-    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error", "compile"
+    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error", "compile",
+    "capture", "replay", "destroy",
 ]
 STEP_KINDS: tuple[str, ...] = (
-    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error", "compile"
+    "warmup", "record", "execute", "eager", "generation", "path_end", "checkpoint_restore", "error", "compile",
+    "capture", "replay", "destroy",
 )
+#: The kinds of a CUDA graph made outside torch.compile's trees (`cgviz.observe_graphs`): its
+#: capture, each replay, its destruction. Such steps name their graph (`Step.graph`), no node.
+GRAPH_STEP_KINDS: tuple[str, ...] = ("capture", "replay", "destroy")
 OutputState = Literal["live", "dead", "invalid"]
 NodeKind = Literal["warmup", "graph"]
 PathState = Literal["none", "warmup", "recording", "execution"]
@@ -137,6 +142,11 @@ class Step:
     the rank whose tree made the decision, and node ids, generations and the snapshot are that
     rank's ((rank, node) names a node).
 
+    `graph` is None but in a step of a CUDA graph made outside torch.compile's trees
+    (`cgviz.observe_graphs`; kinds GRAPH_STEP_KINDS): there, it is the graph's id in
+    `Trace.graphs`, and `node`, `parent` and the snapshot say nothing (its generation is the
+    trees' at that moment).
+
     `device` is None but where one process ran trees on several devices (torch keeps a manager
     per device; `observe_torch` then names each step's): there, it is the device whose tree made
     the decision ("cuda:1"), and the snapshot is that device's tree. Node ids stay unique across
@@ -157,7 +167,13 @@ class Step:
     snapshot: Optional[Snapshot] = None
     start: Optional[float] = None  # seconds since the Unix epoch; last, so positional use is unchanged
     rank: Optional[int] = None  # the rank whose tree decided, in a merged multi-rank trace (cgviz.merge)
-    device: Optional[str] = None  # the device whose tree decided, where one process ran trees on several; last
+    device: Optional[str] = None  # the device whose tree decided, where one process ran trees on several
+    graph: Optional[int] = None  # the CUDA graph (`Trace.graphs`) a capture, replay or destroy step is about; last
+
+    @property
+    def of_graph(self) -> bool:
+        """Is this a step of a CUDA graph made outside the trees (capture, replay, destroy)?"""
+        return self.graph is not None
 
     def headline(self) -> str:
         """A one-line description: 'record g → node 3 · generation 2' (`views.text.headline`)."""
@@ -167,12 +183,57 @@ class Step:
 
 
 @dataclass
+class GraphView:
+    """A CUDA graph captured outside torch.compile's trees, or one of a tree's own graphs where
+    both were observed (`node` then links it to its tree node, and its replays are the tree's
+    execute steps): what `cgviz.observe_graphs` learnt of it by the end of the trace.
+
+    `pool` and `stream` number the memory pools and capture streams in the order they were
+    first seen (a pool several graphs capture into is shared); `site` is the user's line that
+    captured it; `batch` the size it was captured for and `used`/`padded` the rows in use and
+    replayed, where the caller said so (`cgviz.graph_batch`).
+    """
+
+    id: int
+    site: str
+    origin: str  # "torch.cuda.graph", "make_graphed_callables", "CUDAGraph", "torch.compile"
+    device: str
+    stream: int
+    pool: int
+    memory: int = 0  # bytes the device's reserved memory grew by while it captured
+    pool_bytes: Optional[int] = None  # bytes its pool held after its capture (trace level "full")
+    kernels: Optional[list[list]] = None  # [[kernel name, count], ...] where they were read
+    batch: Optional[int] = None
+    node: Optional[int] = None  # the tree node it is, where torch.compile's trees were observed too
+    replays: int = 0
+    used: int = 0  # rows in use over the replays whose caller said so
+    padded: int = 0  # rows replayed (padding included) over those replays
+    replay_us: Optional[float] = None  # median replay time on the GPU, where replays were timed
+    capture_ms: float = 0.0  # how long its capture took on the host
+    destroyed: bool = False
+    label: str = ""  # the name the caller gave (cgviz.graph_batch(label=...))
+
+    @property
+    def name(self) -> str:
+        """'graph 3', or 'graph 3 (decode)' with the caller's label."""
+        return f"graph {self.id}" + (f" ({self.label})" if self.label else "")
+
+
+@dataclass
 class Trace:
-    """A sequence of steps, and what produced them (`meta`: backend, device, versions)."""
+    """A sequence of steps, and what produced them (`meta`: backend, device, versions);
+    `graphs`: the CUDA graphs made outside the trees that its steps name."""
 
     steps: list[Step] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    graphs: list[GraphView] = field(default_factory=list)
+
+    def graph(self, graph_id: int) -> GraphView:
+        for g in self.graphs:
+            if g.id == graph_id:
+                return g
+        raise KeyError(f"no graph {graph_id} in this trace")
 
     def __len__(self) -> int:
         return len(self.steps)
