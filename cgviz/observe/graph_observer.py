@@ -79,6 +79,9 @@ class GraphObserver:
         self.read_kernels = trace == "full" if kernels is None else kernels
         self.timed = timed
         self.tree = tree
+        # torch 2.14+ hands its capture-end hook the graph with its cudaGraph_t still live; before,
+        # capture_end destroys it at once (unless the graph was made with keep_graph=True)
+        self.kernels_readable = False  # set by the session from the hooks' route
         if tree is None:
             self.trace = Trace(meta={"backend": "torch.cuda.graphs", "source": "torch.cuda.CUDAGraph",
                                      "torch": str(torch.__version__), "trace_level": trace})
@@ -110,8 +113,6 @@ class GraphObserver:
         origin = "torch.compile" if tree else capture_origin(frame)
         site = naming.site_of(frame) if tree is None else (
             "torch.compile's tree manager, keeping its pool alive" if tree[0] == "pool" else "torch.compile's trees")
-        if self.read_kernels and tree is None:
-            graph.enable_debug_mode()  # keeps the captured cudaGraph_t, to read its kernels at the end
         streams = self._streams.setdefault((device, stream.stream_id), len(self._streams) + 1)
         self._capturing[id(graph)] = _Capture(time.perf_counter(), site or "an unknown place", origin, device,
                                               streams, torch.cuda.memory_reserved(device), graph_batch.current(), tree)
@@ -135,7 +136,7 @@ class GraphObserver:
             capture_ms=round(capture_ms, 3), batch=batch.size if batch else None, label=batch.label if batch else "")
         if self.level == "full":
             view.pool_bytes = _pool_bytes(handle, began.device)
-        if self.read_kernels and began.tree is None:
+        if self.read_kernels and began.tree is None and self.kernels_readable:
             from cgviz.observe._hooks import graph_kernels
 
             view.kernels = graph_kernels(graph)

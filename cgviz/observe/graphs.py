@@ -27,10 +27,9 @@ def start_observing_graphs(trace: str = "full", kernels: Optional[bool] = None, 
     """Begin recording CUDA graphs; returns the observer (its .trace grows). With `tree` (a
     TorchObserver), into that observer's trace, linking the trees' own graphs to their nodes."""
     observer = GraphObserver(trace, kernels, timed, tree)
-    if not _graph_hooks.ACTIVE:
-        observer.trace.meta["graph_events_from"] = _graph_hooks.install()
-    else:
-        observer.trace.meta["graph_events_from"] = _graph_hooks.route()
+    route = _graph_hooks.install() if not _graph_hooks.ACTIVE else _graph_hooks.route()
+    observer.trace.meta["graph_events_from"] = route
+    observer.kernels_readable = route == "hooks"
     _graph_hooks.ACTIVE.append(observer)
     if tree is not None:
         tree.graph_sink = observer
@@ -60,8 +59,9 @@ def observe_graphs(trace: str = "full", path: str | os.PathLike | None = None, *
 
     `timed`: each replay is timed with two CUDA events on its stream (the median goes into its
     graph's view); the events are read when done, and waited for when the block ends.
-    `kernels` (default: on at trace "full"): each graph keeps its captured cudaGraph_t (debug
-    mode) so its kernels can be counted. Tell batch sizes and padding with `cgviz.graph_batch`.
+    `kernels` (default: on at trace "full"): each graph's kernels are counted where torch shows
+    the captured graph to its capture-end hook (torch 2.14+, with NVIDIA's cuda.bindings); on
+    older torch they are not read, so that no graph is made differently. Tell batch sizes and padding with `cgviz.graph_batch`.
     With `path`, the trace is saved there when the block ends (`{rank}` filled in)."""
     target = None if path is None else rank_path(path)
     if target is not None:
