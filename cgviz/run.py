@@ -28,8 +28,8 @@ DEFAULT_RANK_TRACE = "cgviz-run-{rank}.cgtrace.json"
 LEVELS = ("full", "events")
 _VALUED = ("--trace-out", "--level", "--html")  # the run options that take a value
 SHOWN_FINDINGS = 3
-USAGE = ("cgviz run [-h] [--trace-out PATH] [--level {full,events}] [--html PATH] [--no-summary] "
-         "(script.py | -m module) [args ...]")
+USAGE = ("cgviz run [-h] [--trace-out PATH] [--level {full,events}] [--graphs] [--timed] [--html PATH] "
+         "[--no-summary] (script.py | -m module) [args ...]")
 
 
 class Terminated(BaseException):
@@ -107,6 +107,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                           f"{DEFAULT_RANK_TRACE}); {{rank}} and {{world_size}} are filled in")
     run.add_argument("--level", choices=LEVELS, default="full",
                      help="the trace level: full (timings, pool snapshots, kernels) or events (lighter)")
+    run.add_argument("--graphs", action="store_true",
+                     help="also record every other CUDA graph of the program (torch.cuda.graph, "
+                          "make_graphed_callables, ...; see cgviz.observe_graphs)")
+    run.add_argument("--timed", action="store_true",
+                     help="with --graphs: time each replay of those graphs with CUDA events")
     run.add_argument("--html", metavar="PATH", help="also write the explorer page there ({rank} is filled in)")
     run.add_argument("--no-summary", action="store_true", help="print nothing but errors when the program ends")
     run.add_argument("-m", dest="module", metavar="module", help="run a module, as python -m does")
@@ -185,6 +190,8 @@ def main(args: argparse.Namespace) -> int:
         if args.script is not None:
             _check_script(args.script)
         out, html, given = _outputs(args)
+        if args.timed and not args.graphs:
+            raise UsageError("--timed times the replays of the graphs --graphs records: give --graphs too")
         if args.module is not None:
             sys.path.insert(0, path0)
             try:
@@ -196,6 +203,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     # what the end needs, imported before the program can change sys.path or sys.modules
     from cgviz.observe.naming import OVERWRITTEN
+    from cgviz.observe.graphs import start_observing_graphs, stop_observing_graphs
     from cgviz.observe.torch_compile import start_observing, stop_observing
     from cgviz.trace.diagnose import diagnose  # noqa: F401
     from cgviz.trace.ranks import rank_path  # noqa: F401
@@ -209,6 +217,14 @@ def main(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001
         _complain(f"cannot observe torch.compile, so the program was not run: {type(exc).__name__}: {exc}")
         return 1
+    graphs = None
+    if args.graphs:
+        try:
+            graphs = start_observing_graphs(args.level, timed=args.timed, tree=observer)
+        except Exception as exc:  # noqa: BLE001
+            stop_observing(observer)
+            _complain(f"cannot observe CUDA graphs, so the program was not run: {type(exc).__name__}: {exc}")
+            return 1
     saved_argv = sys.argv
     outcome: Optional[BaseException] = None
     try:
@@ -231,6 +247,8 @@ def main(args: argparse.Namespace) -> int:
         sys.argv = saved_argv
         sys.path[:] = saved_path
     try:
+        if graphs is not None:
+            stop_observing_graphs(graphs)
         trace = stop_observing(observer)
     except Exception as exc:  # noqa: BLE001  (what was recorded so far is still saved)
         _complain(f"stopping the observer failed ({type(exc).__name__}: {exc}); saving what was recorded")
@@ -299,7 +317,7 @@ def _summary(trace, saved: Optional[str], html: Optional[str], given: str) -> No
         _complain(f"explorer page: {html} (open {Path(html).resolve().as_uri()} in a browser)")
     findings = list(diagnose(trace))
     if not trace.steps or not findings:
-        _complain(f"no findings: nothing was called through a tree: {_why_empty()}")
+        _complain(f"no findings: {_why_empty(trace)}")
     else:
         shown = findings[:SHOWN_FINDINGS]
         more = f" (the first {len(shown)} of {len(findings)}; cgviz doctor {saved} shows all)" \
@@ -318,13 +336,19 @@ def _summary(trace, saved: Optional[str], html: Optional[str], given: str) -> No
     sys.stderr.flush()
 
 
-def _why_empty() -> str:
+def _why_empty(trace) -> str:
     import torch
 
+    if trace.steps:
+        return "nothing in the trace looks wrong"
     if not torch.cuda.is_available():
-        return ("this machine has no CUDA (torch.cuda.is_available() is False), and torch.compile(mode="
-                "\"reduce-overhead\") makes CUDA graph trees only on a GPU")
-    return "the program made no call through torch.compile(mode=\"reduce-overhead\")'s CUDA graph trees"
+        return ("nothing was called through a tree: this machine has no CUDA (torch.cuda.is_available() is "
+                "False), and torch.compile(mode=\"reduce-overhead\") makes CUDA graph trees only on a GPU")
+    if trace.meta.get("graphs_observed"):
+        return ("the program made no call through torch.compile(mode=\"reduce-overhead\")'s CUDA graph trees "
+                "and captured or replayed no other CUDA graph")
+    return ("nothing was called through a tree: the program made no call through torch.compile(mode="
+            "\"reduce-overhead\")'s CUDA graph trees")
 
 
 def _status(outcome: Optional[BaseException]) -> int:

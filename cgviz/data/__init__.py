@@ -16,6 +16,10 @@ rank), where rank 1 got a batch of another size at one step; `ddp_traces("clean"
 without.
 `cgviz.merge(ddp_traces("planted"))` flags where the ranks diverged.
 
+`graph_trace("serving_runner")` is examples/serving_runner.py (a CUDA graph per batch size,
+padded batches replayed) observed with `cgviz.observe_graphs(timed=True)` on a GPU with torch
+2.11; `graph_trace("serving_runner-recapture")` is the same runner with its bug (--recapture).
+
 `surprise_trace("grad_accumulation")` is a program of examples/surprises (a reduce-overhead
 surprise users reported) recorded with `cgviz run` on an H200 or H100 with torch 2.11;
 `surprise_trace("grad_accumulation-fixed")` is the same program with its fix (`--fixed`).
@@ -29,6 +33,7 @@ GPU_DIR = Path(__file__).resolve().parent / "gpu"
 TORCH_DIR = Path(__file__).resolve().parent / "torch"
 DDP_DIR = Path(__file__).resolve().parent / "ddp"
 SURPRISES_DIR = Path(__file__).resolve().parent / "surprises"
+GRAPHS_DIR = Path(__file__).resolve().parent / "graphs"
 
 
 def ddp_traces(run: str) -> list[Path]:
@@ -93,3 +98,13 @@ def surprise_names() -> list[str]:
 def surprise_trace(name: str):
     """The trace `cgviz run` recorded of examples/surprises/<name>.py on a GPU ("<name>-fixed": with --fixed)."""
     return _trace(SURPRISES_DIR, name, "recorded surprise")
+
+
+def graph_trace_names() -> list[str]:
+    return _names(GRAPHS_DIR)
+
+
+def graph_trace(name: str):
+    """A trace of plain CUDA graphs (`cgviz.observe_graphs`) recorded on a GPU: serving_runner,
+    serving_runner-recapture (`graph_trace_names()` lists them)."""
+    return _trace(GRAPHS_DIR, name, "CUDA graphs trace")

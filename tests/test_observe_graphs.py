@@ -1,0 +1,224 @@
+"""cgviz.observe_graphs where no GPU is needed: the torch names it calls in each release, the
+way it takes (global hooks or CUDAGraph's methods), what it puts back, the caller's batch
+context, its arguments, traces with graphs on disk (and hostile ones), the groups views read."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+import cgviz
+from cgviz.observe import _graph_hooks
+from cgviz.observe import _torch_layout as layout
+from cgviz.observe.graph_batch import current, graph_batch
+from cgviz.trace.graph_groups import families, own_graphs, pools
+from cgviz.trace.io import TraceFormatError, dumps, loads
+from cgviz.trace.model import GraphView, Step, Trace
+from torch_surface import RELEASES, compare_release, load_surface
+
+GRAPHS = "torch/cuda/graphs.py"
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_SRC = Path(os.environ.get("CGVIZ_TORCH_SRC", ROOT.parent / "shared" / "torch-src"))
+HOOKS_SINCE = layout.SINCE["graphs.register_graph_instantiate_hook"]
+
+
+# -- the names cgviz calls, in every recorded release -------------------------------------------------
+@pytest.mark.parametrize("release", RELEASES)
+def test_each_release_offers_the_way_cgviz_takes(release):
+    """From 2.14, the four global hooks, each taking one callable; before, none of them, and
+    CUDAGraph's own Python methods are wrapped instead (they are there in every release)."""
+    surface = load_surface(release)
+    has_hooks = compare_release(release, HOOKS_SINCE) >= 0
+    for name in _graph_hooks.HOOK_FUNCTIONS.values():
+        assert surface.has_function(GRAPHS, name) is has_hooks, (release, name)
+        if has_hooks:
+            assert list(surface.function_signature(GRAPHS, name).parameters) == ["fn"]
+    for method in _graph_hooks.WRAPPED_METHODS + ("pool",):
+        assert surface.has_member("CUDAGraph", method, GRAPHS), (release, method)
+    assert list(surface.signature("CUDAGraph", "replay", GRAPHS).parameters) == ["self"]
+    assert list(surface.signature("CUDAGraph", "capture_end", GRAPHS).parameters) == ["self"]
+
+
+def _method_body(release: str, name: str) -> ast.FunctionDef:
+    path = TORCH_SRC / release / GRAPHS
+    if not path.exists():
+        pytest.skip(f"torch {release}'s sources are not at hand")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "CUDAGraph")
+    return next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def _calls(fn: ast.FunctionDef) -> list[str]:
+    """The calls in a method, in source order, as text ('_run_global_hooks(...)', 'self.instantiate()')."""
+    calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+    return [ast.unparse(c.func) + ("(" + ", ".join(ast.unparse(a) for a in c.args) + ")")
+            for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset))]
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if compare_release(r, HOOKS_SINCE) >= 0])
+def test_hooked_torch_hands_the_capture_end_hook_a_live_graph_and_balances_replays(release):
+    """What the hook route relies on, in torch's own source: the capture-end hooks run before
+    the graph is instantiated (its cudaGraph_t still live, so its kernels can be read), the
+    capture-start hooks after capture began, and a replay's end hooks in a `finally`."""
+    end = _calls(_method_body(release, "capture_end"))
+    hook = end.index("_run_global_hooks(_global_capture_end_hooks, self)")
+    assert hook < end.index("self.instantiate()")
+    begin = _calls(_method_body(release, "capture_begin"))
+    assert begin.index("_run_global_hooks(_global_capture_start_hooks, self)") > begin.index(
+        next(c for c in begin if c.startswith("super().capture_begin")))
+    replay = _method_body(release, "replay")
+    tries = [n for n in ast.walk(replay) if isinstance(n, ast.Try)]
+    assert any("_global_replay_end_hooks" in ast.unparse(t.finalbody) for t in tries)
+    assert "_global_replay_start_hooks" in ast.unparse(replay)
+
+
+def test_route_follows_the_installed_torch():
+    expected = "hooks" if compare_release(str(torch.__version__), HOOKS_SINCE) >= 0 else "methods"
+    assert _graph_hooks.route() == expected
+
+
+def test_observing_puts_back_what_it_wrapped_or_registered():
+    cls = torch.cuda.CUDAGraph
+    before = {name: cls.__dict__[name] for name in _graph_hooks.WRAPPED_METHODS}
+    with cgviz.observe_graphs() as trace:
+        if trace.meta["graph_events_from"] == "methods":
+            assert all(cls.__dict__[n] is not before[n] for n in before)
+        with cgviz.observe_graphs(trace="events"):  # nested: the wrapping is made once
+            assert len(_graph_hooks.ACTIVE) == 2
+    assert {name: cls.__dict__[name] for name in before} == before
+    assert not _graph_hooks.ACTIVE and not _graph_hooks._HANDLES and not _graph_hooks._ORIGINALS
+
+
+def test_a_block_that_raises_still_stops_observing():
+    with pytest.raises(KeyError, match="the user's"):
+        with cgviz.observe_graphs():
+            raise KeyError("the user's")
+    assert not _graph_hooks.ACTIVE and not _graph_hooks._ORIGINALS
+
+
+def test_import_cgviz_stays_light():
+    code = "import sys, cgviz; cgviz.graph_batch; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# -- arguments -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"trace": "all"}, ValueError, "trace must be 'events' or 'full'"),
+    ({"kernels": "yes"}, TypeError, "kernels must be True, False or None"),
+    ({"timed": 1}, TypeError, "timed must be True or False"),
+])
+def test_bad_arguments_are_named(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        with cgviz.observe_graphs(**kwargs):
+            pass
+    assert not _graph_hooks.ACTIVE
+
+
+def test_observe_torch_graphs_must_be_a_bool():
+    with pytest.raises(TypeError, match="graphs must be True or False"):
+        with cgviz.observe_torch(graphs="yes"):
+            pass
+
+
+def test_observe_torch_with_graphs_shares_one_trace():
+    with cgviz.observe_torch(graphs=True) as trace:
+        assert len(_graph_hooks.ACTIVE) == 1 and _graph_hooks.ACTIVE[0].trace is trace
+    assert trace.meta["backend"] == "torch.compile" and trace.meta["graphs_observed"] is True
+    assert not _graph_hooks.ACTIVE
+
+
+def test_an_unwritable_path_is_refused_before_the_block(tmp_path):
+    ran = []
+    with pytest.raises(OSError):
+        with cgviz.observe_graphs(path=tmp_path / "missing" / "t.cgtrace.json"):
+            ran.append(1)
+    assert not ran
+
+
+# -- the caller's batch ------------------------------------------------------------------------------
+def test_graph_batch_nests_and_is_per_thread():
+    assert current() is None
+    with graph_batch(8, label="decode") as outer:
+        assert current() == outer == (8, None, "decode")
+        with graph_batch(8, used=5):
+            assert current().used == 5
+            seen = []
+            t = threading.Thread(target=lambda: seen.append(current()))
+            t.start(), t.join()
+            assert seen == [None]
+        assert current() is outer
+    assert current() is None
+
+
+@pytest.mark.parametrize("args, kwargs, error", [
+    ((0,), {}, ValueError), ((8.0,), {}, ValueError), ((8, 9), {}, ValueError), ((8, -1), {}, ValueError),
+    ((True,), {}, ValueError), ((8,), {"label": 3}, TypeError),
+])
+def test_graph_batch_refuses_what_cannot_be_a_batch(args, kwargs, error):
+    with pytest.raises(error, match="graph_batch"):
+        with graph_batch(*args, **kwargs):
+            pass
+    assert current() is None
+
+
+# -- traces with graphs --------------------------------------------------------------------------------
+def _trace() -> Trace:
+    a = GraphView(1, "serve.py:40 in capture", "torch.cuda.graph", "cuda:0", 1, 1, memory=2 << 20, batch=8,
+                  replays=3, used=20, padded=24, kernels=[["gemm", 2], ["gelu", 1]])
+    b = GraphView(2, "serve.py:40 in capture", "torch.cuda.graph", "cuda:0", 1, 1, batch=4, replays=0)
+    c = GraphView(3, "train.py:9 in main", "make_graphed_callables", "cuda:0", 2, 2, replays=2)
+    d = GraphView(4, "torch.compile's trees", "torch.compile", "cuda:0", 3, 3, node=0)
+    steps = [Step(0, "capture", "captured", 1, function=g.name, graph=g.id) for g in (a, b, c)]
+    steps.append(Step(3, "replay", "replayed", 1, function=a.name, graph=1, repeat=3))
+    return Trace(steps=steps, meta={"backend": "torch.cuda.graphs"}, graphs=[a, b, c, d])
+
+
+def test_a_trace_with_graphs_round_trips():
+    trace = _trace()
+    again = loads(dumps(trace))
+    assert again.graphs == trace.graphs
+    assert [s.graph for s in again.steps] == [1, 2, 3, 1]
+    assert again.graph(3).origin == "make_graphed_callables"
+    assert '"graphs"' not in dumps(Trace(steps=[Step(0, "record", "r", 1)]))  # none: the file reads as before
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["graphs"][1].update(id=1), "graph 1: field 'id' is used by another graph"),
+    (lambda d: d["steps"][0].update(graph=9), "step 0: field 'graph' names graph 9"),
+    (lambda d: d["graphs"][0].update(kernels=[["gemm", "2"]]), "kernels[0]' must be a [kernel name, count] pair"),
+    (lambda d: d["graphs"][0].update(used=30), "counts more rows in use (30) than were replayed (24)"),
+    (lambda d: d["graphs"][0].update(replays=-1), "field 'replays' must be a count"),
+    (lambda d: d["graphs"][0].update(batch=0), "field 'batch' must be a positive count"),
+    (lambda d: d["graphs"][0].update(replay_us=-2.0), "field 'replay_us' must be a duration"),
+    (lambda d: d["graphs"][0].update(code="import os"), "graph 0: unknown field 'code'"),
+    (lambda d: d.update(graphs={"a": 1}), "field 'graphs' must be an array"),
+    (lambda d: d["graphs"][0].pop("site"), "graph 0: missing field 'site'"),
+])
+def test_a_hostile_graphs_field_is_refused_by_name(change, words):
+    data = json.loads(dumps(_trace()))
+    change(data)
+    with pytest.raises(TraceFormatError, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        loads(json.dumps(data))
+
+
+def test_groups_by_code_and_by_pool():
+    trace = _trace()
+    assert [g.id for g in own_graphs(trace)] == [1, 2, 3]  # graph 4 is a tree's node
+    serve, train = families(trace)
+    assert serve.site == "serve.py:40 in capture" and serve.sizes == [4, 8] and serve.replays == 3
+    assert serve.padding == pytest.approx(1 - 20 / 24)
+    assert train.padding is None and train.memory == 0
+    first, second = pools(trace)
+    assert (first.pool, first.shared, [g.id for g in first.graphs]) == (1, True, [1, 2])
+    assert (second.pool, second.shared) == (2, False)
+
