@@ -2,7 +2,10 @@
 
 One small graph, `(x * 2 + 1).relu()` on 16 floats, replayed N times per round; the variants
 (no observer, trace "events", "full", "events" with timed replays) run interleaved in each of R
-rounds in one process, so drift hits all alike. Each figure is µs per replay (the loop and one
+rounds in one process, so drift hits all alike. Two loops: replays back to back ("gpu_bound":
+the GPU's few µs per replay set the pace, and host work hides behind it), and replays with a
+few µs of Python between them ("host_bound": the host sets the pace, so every µs the observer
+adds shows). Each figure is µs per replay (the loop and one
 synchronize, over N); the medians, their quartiles, and each variant's median extra µs over
 the plain replay. Prints one JSON object; `--out PATH` also writes it.
 
@@ -46,7 +49,12 @@ def capture() -> torch.cuda.CUDAGraph:
     return graph
 
 
-def one_round(graph: torch.cuda.CUDAGraph, options, replays: int) -> float:
+def host_work() -> int:
+    """A few µs of Python, as a serving loop does between replays."""
+    return sum(range(400))
+
+
+def one_round(graph: torch.cuda.CUDAGraph, options, replays: int, host: bool) -> float:
     observing = cgviz.observe_graphs(**options) if options is not None else contextlib.nullcontext()
     with observing:
         for _ in range(50):
@@ -55,8 +63,13 @@ def one_round(graph: torch.cuda.CUDAGraph, options, replays: int) -> float:
         gc.disable()
         try:
             start = time.perf_counter_ns()
-            for _ in range(replays):
-                graph.replay()
+            if host:
+                for _ in range(replays):
+                    host_work()
+                    graph.replay()
+            else:
+                for _ in range(replays):
+                    graph.replay()
             torch.cuda.synchronize()
             took = (time.perf_counter_ns() - start) / replays / 1000
         finally:
@@ -69,6 +82,20 @@ def quartiles(xs: list[float]) -> list[float]:
     return [round(q[0], 3), round(q[2], 3)]
 
 
+def summary(samples: dict[str, list[float]]) -> dict:
+    """Medians and quartiles per variant; per round, each variant's extra over that round's plain
+    replay (median and quartiles); and the ratio of medians."""
+    plain = statistics.median(samples["plain"])
+    extra = {k: [a - b for a, b in zip(v, samples["plain"])] for k, v in samples.items() if k != "plain"}
+    return {
+        "median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
+        "quartiles": {k: quartiles(v) for k, v in samples.items()},
+        "extra_us": {k: round(statistics.median(v), 3) for k, v in extra.items()},
+        "extra_quartiles": {k: quartiles(v) for k, v in extra.items()},
+        "ratio_to_plain": {k: round(statistics.median(v) / plain, 3) for k, v in samples.items()},
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replays", type=int, default=3000)
@@ -76,23 +103,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     graph = capture()
-    samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
+           "replays_per_round": args.replays, "rounds": args.rounds, "unit": "us per replay"}
+    samples = {loop: {name: [] for name in VARIANTS} for loop in ("gpu_bound", "host_bound")}
     for _ in range(args.rounds):
-        for name, options in VARIANTS.items():
-            samples[name].append(one_round(graph, options, args.replays))
-    plain = statistics.median(samples["plain"])
-    out = {
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
-        "replays_per_round": args.replays, "rounds": args.rounds, "unit": "us per replay",
-        "median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
-        "quartiles": {k: quartiles(v) for k, v in samples.items()},
-        # per round, each variant's extra over that round's plain replay: its median and quartiles
-        "extra_us": {k: round(statistics.median(a - b for a, b in zip(v, samples["plain"])), 3)
-                     for k, v in samples.items() if k != "plain"},
-        "extra_quartiles": {k: quartiles([a - b for a, b in zip(v, samples["plain"])])
-                            for k, v in samples.items() if k != "plain"},
-        "ratio_to_plain": {k: round(statistics.median(v) / plain, 3) for k, v in samples.items()},
-    }
+        for loop, by_variant in samples.items():
+            for name, options in VARIANTS.items():
+                by_variant[name].append(one_round(graph, options, args.replays, loop == "host_bound"))
+    for loop, by_variant in samples.items():
+        out[loop] = summary(by_variant)
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:

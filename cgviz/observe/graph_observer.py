@@ -102,6 +102,7 @@ class GraphObserver:
         self._rows: list[tuple[int, int, int]] = []  # (graph id, rows used, rows replayed) said by the caller
         self._timing: list[tuple[int, Any, Any]] = []  # (graph id, start event, end event) not yet read
         self._times: dict[int, list[float]] = {}  # graph id -> replay times in µs
+        self._free_events: list[Any] = []
         self._next_id = 1
 
     # -- captures ------------------------------------------------------------------------------
@@ -193,17 +194,21 @@ class GraphObserver:
             self._note(gid)
         if not self.timed:
             return None
-        start = torch.cuda.Event(enable_timing=True)
+        start = self._event()
         start.record()
         return gid, start
 
     def replay_ended(self, began: Optional[tuple]) -> None:
         if began is not None:
-            end = torch.cuda.Event(enable_timing=True)
+            end = self._event()
             end.record()
             self._timing.append((began[0], began[1], end))
             if len(self._timing) >= RAW_BATCH:
                 self._read_times(wait=False)
+
+    def _event(self) -> Any:
+        """A timing event, reused once read (making one costs more than the replay it times)."""
+        return self._free_events.pop() if self._free_events else torch.cuda.Event(enable_timing=True)
 
     def _note(self, event: int) -> None:
         """A replay (a graph id) or a destruction (minus its id), made into a step later: into
@@ -251,6 +256,7 @@ class GraphObserver:
                 left.append((gid, start, end))
                 continue
             self._times.setdefault(gid, []).append(start.elapsed_time(end) * 1e3)
+            self._free_events += (start, end)
         self._timing = left
 
     # -- destruction -----------------------------------------------------------------------------
