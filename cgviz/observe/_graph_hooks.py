@@ -6,6 +6,7 @@ only calls the observers in ACTIVE, and is removed when the last one stops."""
 from __future__ import annotations
 
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from cgviz.observe import _torch_layout as layout
@@ -25,7 +26,7 @@ HOOK_FUNCTIONS = {
 WRAPPED_METHODS = ("capture_begin", "capture_end", "replay")
 _HANDLES: list[Any] = []
 _ORIGINALS: list[tuple[type, str, Callable]] = []
-_PENDING: list[Any] = []  # what each replay under way began with, innermost last (hook route)
+_PENDING = threading.local()  # .began: what each replay under way on this thread began with (hook route)
 
 
 def route() -> str:
@@ -60,7 +61,7 @@ def uninstall() -> None:
     while _ORIGINALS:
         cls, name, original = _ORIGINALS.pop()
         setattr(cls, name, original)
-    _PENDING.clear()
+    _PENDING.began = []
 
 
 # -- the hook route --------------------------------------------------------------------------------
@@ -76,12 +77,18 @@ def _capture_end(graph: Any) -> None:
 
 
 def _replay_start(graph: Any) -> None:
-    _PENDING.append([obs.replay_began(graph) for obs in ACTIVE])
+    began = [obs.replay_began(graph) for obs in ACTIVE]
+    if any(b is not None for b in began):  # timed: the end hook records the end events
+        stack = getattr(_PENDING, "began", None)
+        if stack is None:
+            stack = _PENDING.began = []
+        stack.append((graph, began))
 
 
 def _replay_end(graph: Any) -> None:
-    if _PENDING:
-        for obs, began in zip(ACTIVE, _PENDING.pop()):
+    stack = getattr(_PENDING, "began", None)
+    if stack and stack[-1][0] is graph:
+        for obs, began in zip(ACTIVE, stack.pop()[1]):
             obs.replay_ended(began)
 
 

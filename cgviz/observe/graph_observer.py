@@ -46,7 +46,8 @@ class _Capture(NamedTuple):
     stream: int
     reserved: int
     batch: Optional[graph_batch.Batch]
-    tree: Optional[tuple[str, Any]]
+    tree: Optional[str]  # "node" or "pool" for a graph of torch.compile's trees
+    owner: Any  # a weak reference to the tree's node (or manager) capturing it: a failed capture keeps nothing
 
 
 def capture_origin(frame: Any) -> str:
@@ -115,8 +116,10 @@ class GraphObserver:
         site = naming.site_of(frame) if tree is None else (
             "torch.compile's tree manager, keeping its pool alive" if tree[0] == "pool" else "torch.compile's trees")
         streams = self._streams.setdefault((device, stream.stream_id), len(self._streams) + 1)
-        self._capturing[id(graph)] = _Capture(time.perf_counter(), site or "an unknown place", origin, device,
-                                              streams, torch.cuda.memory_reserved(device), graph_batch.current(), tree)
+        self._capturing[id(graph)] = _Capture(
+            time.perf_counter(), site or "an unknown place", origin, device, streams,
+            torch.cuda.memory_reserved(device), graph_batch.current(), tree and tree[0],
+            tree and weakref.ref(tree[1]))
 
     def capture_ended(self, graph: Any) -> None:
         """Its capture ended: the graph gets its id, its view and its capture step."""
@@ -149,8 +152,9 @@ class GraphObserver:
             self.trace.meta["device"] = device_described(began.device)
         if began.tree is not None and self.tree is not None:
             self._in_tree.add(gid)
-            if began.tree[0] == "node":
-                view.node = self.tree.node_id(began.tree[1])
+            node = began.owner() if began.tree == "node" else None
+            if node is not None:
+                view.node = self.tree.node_id(node)
             return
         self._step("capture", view, self._capture_reason(view), capture_ms / 1e3)
 
