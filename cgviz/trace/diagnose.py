@@ -1,9 +1,9 @@
 """Diagnose a trace: what went wrong in a run, where, and the change that fixes it.
 
-Pure functions over a Trace (cgviz's own trees and observed torch.compile runs alike): every
-finding rests on steps of the trace (their indices, so a viewer can jump there) and on numbers
-counted from them, never on a guess. The reasons the producers recorded are grouped, not
-reworded: they already say what the tree decided and why.
+Pure functions over a Trace (cgviz's own trees and observed torch.compile runs alike, and plain
+CUDA graphs: diagnose_graphs.py): every finding rests on steps of the trace (their indices, so a
+viewer can jump there) and on numbers counted from them, never on a guess. The reasons the
+producers recorded are grouped, not reworded: they already say what the tree decided and why.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class Finding:
 
     severity: str  # "error" | "warning" | "info"
     kind: str  # "graphed", "coverage", "eager", "rerecord", "overwritten", "pending_backward", "shapes",
-    # "before_observing", "pool", "time", "graph_break", "compile_skip", "raised", "partition"
+    # "before_observing", "pool", "time", "graph_break", "compile_skip", "raised", "partition";
+    # plain CUDA graphs (diagnose_graphs.py): "recapture", "graph_pool", "never_replayed", "padding"
     title: str
     evidence: list[int]  # indices of the stored steps it rests on, the first one to look at first
     numbers: dict = field(default_factory=dict)
@@ -168,6 +169,9 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += _before_observing(steps, trace.meta)
     findings += _pool(trace)
     findings += _times(steps, trace.meta)
+    from cgviz.trace.diagnose_graphs import graph_findings  # it builds on Finding, defined here
+
+    findings += graph_findings(trace)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.kind != "graphed", order[f.severity]))
     return Diagnosis(findings)
