@@ -183,7 +183,7 @@ def strings_in(value):
 
 def shipped_traces() -> list[Path]:
     files = sorted(DATA.glob("**/*.json"))
-    assert {p.parent.name for p in files} == {"ddp", "gpu", "surprises", "torch"} and len(files) >= 12
+    assert {p.parent.name for p in files} == {"ddp", "gpu", "graphs", "surprises", "torch"} and len(files) >= 12
     return files
 
 
