@@ -222,3 +222,12 @@ def test_groups_by_code_and_by_pool():
     assert (first.pool, first.shared, [g.id for g in first.graphs]) == (1, True, [1, 2])
     assert (second.pool, second.shared) == (2, False)
 
+
+
+def test_a_trace_of_well_used_graphs_has_nothing_wrong_to_say():
+    g = GraphView(1, "serve.py:40 in capture", "torch.cuda.graph", "cuda:0", 1, 1, replays=50)
+    steps = [Step(0, "capture", "captured", 1, function=g.name, graph=1),
+             Step(1, "replay", "replayed", 1, function=g.name, graph=1, repeat=50)]
+    diagnosis = cgviz.diagnose(Trace(steps=steps, graphs=[g]))
+    assert diagnosis.text() == "no findings: nothing looks wrong with the 1 CUDA graph of the trace"
+    assert cgviz.diagnose(Trace()).text() == "no findings: nothing was called through a tree"

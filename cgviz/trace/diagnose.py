@@ -127,6 +127,7 @@ class Diagnosis:
     """The findings of one trace, the most important first."""
 
     findings: list[Finding]
+    graphs: int = 0  # CUDA graphs made outside the trees that the trace holds
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self.findings)
@@ -139,6 +140,8 @@ class Diagnosis:
 
     def text(self) -> str:
         if not self.findings:
+            if self.graphs:
+                return f"no findings: nothing looks wrong with the {plural(self.graphs, 'CUDA graph')} of the trace"
             return "no findings: nothing was called through a tree"
         return "\n".join(f.text() for f in self.findings)
 
@@ -174,7 +177,7 @@ def diagnose(trace: Trace) -> Diagnosis:
     findings += graph_findings(trace)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: (f.kind != "graphed", order[f.severity]))
-    return Diagnosis(findings)
+    return Diagnosis(findings, len(trace.graphs))
 
 
 def _calls(steps: list[Step], times: list[int]) -> dict[str, Counter]:
