@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from cgviz.trace.diagnose import SEVERITIES, diagnose
 from cgviz.trace.lanes import tree_keys, tree_of
+from cgviz.trace.model import GRAPH_STEP_KINDS
+from cgviz.views.graph_list import graph_list_html
 from cgviz.views.text import (
-    REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line, time_line,
+    GRAPH_STEP_NOTE, GRAPHS_ONLY, REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line,
+    time_line,
 )
 from cgviz.views.style import STEP_COLORS, css_variables
 from cgviz.views.page_store import SvgKind, SvgStore, linear, looked_up, namespace_ids, runs, strip_prolog
@@ -115,9 +118,12 @@ class PageData:
 
     # -- the head ---------------------------------------------------------------------------------
     def head(self, start: int = 0) -> dict:
-        """Title, header, notices, timeline, findings (`_findings`), and the step list's rows from
+        """Title, header, notices, timeline, findings (`_findings`), the list of CUDA graphs made
+        outside the trees (``graphs``: HTML, `graph_list_html`; '' when there are none) and what
+        the tree panel says at such a graph's step (``graph_step``), and the step list's rows from
         step `start` on: ``[kind, headline, reason, note, times]`` (note: where a step sits in a
-        folded block; times: how often a folded step ran, 1 if once)."""
+        folded block; times: how often a folded step ran, 1 if once), and the graph's id after
+        them for a step of such a graph."""
         steps = self.trace.steps
         empty = _empty_message(self.trace)
         timeline, xs = self._timeline()
@@ -128,6 +134,7 @@ class PageData:
             "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
             "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
             "css": css_variables(), "repeats": REPEATS_NOTE, "profile": self._profile(),
+            "graphs": graph_list_html(self.trace), "graph_step": GRAPH_STEP_NOTE,
         }
 
     def grow(self, start: int) -> None:
@@ -413,7 +420,8 @@ class PageData:
             if step.repeat == 1 and block_end >= 0:
                 span = steps[block_end].span
                 note = f" · ×{times[i]} (step {i - (block_end - span)} of a {span}-step block)"
-            rows.append([step.kind, step.headline(), step.reason, note, times[i]])
+            rows.append([step.kind, step.headline(), step.reason, note, times[i]]
+                        + ([step.graph] if step.graph is not None else []))
         return rows
 
     def _timeline(self) -> tuple[str, list[float]]:
@@ -434,8 +442,9 @@ class PageData:
 
 
 def _rank_trees(trace: "Trace") -> Any:
-    """A `RankTrees` for a trace of two trees or more (ranks merged, or several devices), else None."""
-    if len(tree_keys(trace.steps)) < 2:
+    """A `RankTrees` for a trace of two trees or more (ranks merged, or several devices), else None
+    (the steps of CUDA graphs made outside the trees are no tree's)."""
+    if len(tree_keys(s for s in trace.steps if s.kind not in GRAPH_STEP_KINDS)) < 2:
         return None
     from cgviz.views.rank_trees import RankTrees
 
@@ -448,8 +457,11 @@ def _default_title(trace: "Trace") -> str:
 
 
 def _empty_message(trace: "Trace") -> str:
+    """Why the tree, node and pool panels have nothing to show, or '' where they have."""
     if not trace.steps:
         return "This trace has no steps: nothing ran through the tree."
+    if all(s.kind in GRAPH_STEP_KINDS for s in trace.steps):
+        return GRAPHS_ONLY
     if all(s.snapshot is None for s in trace.steps):
         level = trace.meta.get("trace_level")
         lvl = f" (trace level {level!r})" if level else ""

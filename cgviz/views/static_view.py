@@ -1,14 +1,17 @@
-"""The Explorer at one step as plain HTML: its headline, the tree and the pool. A notebook keeps
-it beside the widget, so that where widgets do not run (nbconvert's HTML, GitHub, nbviewer, a
-docs page) the reader still sees the step the widget showed."""
+"""The Explorer at one step as plain HTML: its headline, the tree and the pool, and the list of
+CUDA graphs made outside the trees where the trace holds any (the step's graph marked). A
+notebook keeps it beside the widget, so that where widgets do not run (nbconvert's HTML, GitHub,
+nbviewer, a docs page) the reader still sees the step the widget showed."""
 
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING
 
+from cgviz.trace.model import GRAPH_STEP_KINDS
+from cgviz.views.graph_list import graph_list_html
 from cgviz.views.page_store import namespace_ids, strip_prolog
-from cgviz.views.text import headline
+from cgviz.views.text import GRAPH_STEP_NOTE, GRAPHS_ONLY, headline
 
 if TYPE_CHECKING:
     from cgviz.trace.model import Trace
@@ -39,7 +42,7 @@ def static_html(trace: "Trace", index: int, mark: str = "") -> str:
     ]
     snapshot = step.snapshot
     if snapshot is None:
-        parts.append("<p><i>No snapshot was recorded for this step.</i></p>")
+        parts.append(f"<p><i>{html.escape(_no_tree(trace, index))}</i></p>")
     else:
         if len(snapshot.nodes) > STILL_MAX_NODES:
             parts.append(f"<p><i>The tree has {len(snapshot.nodes)} nodes: too many for a still picture (at most "
@@ -47,9 +50,19 @@ def static_html(trace: "Trace", index: int, mark: str = "") -> str:
         else:
             parts.append(f'<div style="max-width: 100%">{_svg_body(tree_svg(snapshot, step), f"{ids}t")}</div>')
         parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot), f"{ids}p")}</div>')
+    parts.append(graph_list_html(trace, step.graph, inline=True))
     parts.append("<p><small>A still picture of the Explorer at this step; run the notebook to step "
                  "through the trace.</small></p></div>")
     return "".join(parts)
+
+
+def _no_tree(trace: "Trace", index: int) -> str:
+    """What stands where the tree would be, at a step with no snapshot."""
+    if all(s.kind in GRAPH_STEP_KINDS for s in trace.steps):
+        return GRAPHS_ONLY
+    if trace.steps[index].graph is not None:
+        return GRAPH_STEP_NOTE
+    return "No snapshot was recorded for this step."
 
 
 def _svg_body(svg: str, prefix: str) -> str:

@@ -13,7 +13,8 @@ reads as a node.
 
 Step-kind colours are the Okabe–Ito colour-blind-safe palette (warmup orange, record
 blue, execute green, error vermilion, …) plus black for a new generation and a neutral
-grey for path ends, the quietest event.
+grey for path ends, the quietest event; the steps of CUDA graphs made outside the trees
+(capture, replay, destroy) get violet, leaf green and brown grey.
 
 `css_variables()` writes the colours the explorer's front end shares with the pictures as
 CSS custom properties (``--live``, ``--invalid``, ``--k-record``, ...), so the page, the widget
@@ -78,6 +79,11 @@ STEP_COLORS: dict[str, str] = {
     "error": "#d55e00",  # vermilion: an exception
     "compile": "#8f7f00",  # olive (Okabe-Ito's yellow, darkened to be read as text on light and dark pages):
     # torch.compile decided while compiling (a skip, a graph break, a partition)
+    # a CUDA graph made outside the trees (`cgviz.observe_graphs`); mid-light hues, readable as text on light and
+    # dark pages
+    "capture": "#7b61c9",  # violet: the graph is captured (record's counterpart, not its blue)
+    "replay": "#3d8b37",  # leaf green: the graph is replayed (execute's kin, less blue than its bluish green)
+    "destroy": "#8d6e63",  # brown grey: the graph is destroyed (a quiet end, warmer than path end's grey)
 }
 
 #: How a step kind reads in a legend.
@@ -91,6 +97,9 @@ STEP_LABELS: dict[str, str] = {
     "checkpoint_restore": "checkpoint restore",
     "error": "error",
     "compile": "compile-time decision",
+    "capture": "graph capture",
+    "replay": "graph replay",
+    "destroy": "graph destroyed",
 }
 
 _UNKNOWN_STEP = "#7f7f7f"

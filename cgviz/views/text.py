@@ -22,7 +22,9 @@ __all__ = [
     "format_bytes", "plural", "headline", "generation_banner", "output_row", "path_line", "REPEATS_NOTE",
     "KIND_WORDS", "cell_summary", "findings_line", "wrap", "step_lines", "format_us", "time_line", "time_lines", "kernel_label",
     "kernel_summary", "value_text", "ranks_summary", "devices_summary", "trace_counts", "rank_count_lines",
-    "device_count_lines", "shown",
+    "device_count_lines", "shown", "GRAPHS_TITLE", "GRAPHS_BY_SITE", "GRAPHS_BY_POOL", "GRAPHS_OF_TREES", "GRAPHS_LANE",
+    "TREE_LANE", "GRAPHS_ONLY", "GRAPH_STEP_NOTE", "graphs_summary", "padding_text", "family_facts", "size_label",
+    "size_facts", "pool_facts", "tree_graph_line",
 ]
 
 #: The words for a step kind counted in a summary ("3 replays").
@@ -36,6 +38,9 @@ KIND_WORDS: tuple[tuple[str, str], ...] = (
     ("error", "errors"),
     ("checkpoint_restore", "checkpoint restores"),
     ("compile", "compile-time decisions"),
+    ("capture", "graph captures"),
+    ("replay", "graph replays"),
+    ("destroy", "graphs destroyed"),
 )
 
 # what no drawing writes as it is: control characters (line breaks among them), the line and
@@ -74,10 +79,14 @@ def headline(step: "Step") -> str:
     """A step in one line: 'record g → node 3 · generation 2', 'generation 3 begins' (· ×N for
     folded repeats); in a merged multi-rank trace, its rank first: 'rank 1 · record g → node 3 ·
     generation 2'; in a trace of trees on several devices, its device: 'cuda:1 · record g → node
-    3 · generation 2'."""
+    3 · generation 2'. A step of a CUDA graph made outside the trees names its graph, and neither
+    a node nor a generation, which it does not have: 'replay graph 3 (batch 8) · ×300'."""
     rank, device = getattr(step, "rank", None), getattr(step, "device", None)
     text = (f"rank {rank} · " if rank is not None else "") + (f"{device} · " if device is not None else "")
-    if step.kind == "generation":  # the kind says it already: 'generation 3 begins'
+    graph = getattr(step, "graph", None)
+    if graph is not None:
+        text += f"{step.kind} {step.function or f'graph {graph}'}"
+    elif step.kind == "generation":  # the kind says it already: 'generation 3 begins'
         text += f"generation {step.generation} begins"
     else:
         text += step.kind + (f" {step.function}" if step.function else "")
@@ -345,13 +354,90 @@ def trace_counts(trace: "Trace") -> str:
     return " · ".join([plural(n, "step") + (f" ({calls} calls)" if calls != n else "")] + _kind_counts(counts))
 
 
+#: Kinds a count of a trace says only where there are any, and their words.
+_COUNTED_WHERE_ANY = (("eager", "eager fallback"), ("error", "error"), ("capture", "graph capture"),
+                      ("replay", "graph replay"))
+
+
 def _kind_counts(counts: Mapping[str, int]) -> list[str]:
-    """'2 graphs recorded', '30 replays', and the eager fallbacks and errors where there are any."""
-    parts = [plural(counts.get("record", 0), "graph") + " recorded", plural(counts.get("execute", 0), "replay")]
-    return parts + [plural(counts[kind], word) for kind, word in (("eager", "eager fallback"), ("error", "error"))
-                    if counts.get(kind)]
+    """'2 graphs recorded', '30 replays', and the eager fallbacks, errors and steps of CUDA graphs made
+    outside the trees ('7 graph captures', '300 graph replays') where there are any; a trace of
+    such graphs alone says nothing of the trees'."""
+    said = [plural(counts[kind], word) for kind, word in _COUNTED_WHERE_ANY if counts.get(kind)]
+    if not (counts.get("record") or counts.get("execute")) and (counts.get("capture") or counts.get("replay")):
+        return said
+    return [plural(counts.get("record", 0), "graph") + " recorded", plural(counts.get("execute", 0), "replay")] + said
 
 
 def rank_count_lines(parts: Mapping[int, "Trace"]) -> list[str]:
     """'  rank 0: 12 steps · 2 graphs recorded · 10 replays', one line per rank's part."""
     return [f"  rank {rank}: {trace_counts(trace)}" for rank, trace in parts.items()]
+
+
+# -- CUDA graphs made outside the trees (`cgviz.observe_graphs`; views/graph_list.py) -----------------
+GRAPHS_TITLE = "CUDA graphs"
+GRAPHS_BY_SITE = "By the code that captured them"
+GRAPHS_BY_POOL = "By memory pool"
+GRAPHS_OF_TREES = "Graphs of torch.compile's trees"
+#: The timeline's lane of such graphs' steps, where a trace holds tree steps too, and the trees' lane.
+GRAPHS_LANE = "CUDA graphs"
+TREE_LANE = "tree"
+#: Where a tree would be drawn, for a trace whose steps are all such graphs'.
+GRAPHS_ONLY = ("This trace holds CUDA graphs captured outside torch.compile's trees: there is no tree to draw. "
+               "The list of CUDA graphs shows them, by the code that captured them and by memory pool.")
+#: Where a tree would be drawn, for such a graph's step in a trace that has trees too.
+GRAPH_STEP_NOTE = ("This step is a CUDA graph's, captured outside torch.compile's trees: it changes no tree. "
+                   "The list of CUDA graphs shows the graph.")
+
+
+def graphs_summary(graphs: int, replays: int, pools: int, of_trees: int = 0) -> str:
+    """'7 graphs · 300 replays · 1 memory pool' (the graphs outside the trees), '· 2 graphs of the
+    trees' where some are a tree's node (`of_trees`)."""
+    parts = [plural(graphs, "graph"), plural(replays, "replay"), plural(pools, "memory pool")] if graphs else []
+    return " · ".join(parts + ([f"{plural(of_trees, 'graph')} of the trees"] if of_trees else []))
+
+
+def padding_text(share: Optional[float]) -> str:
+    """'30% padding' (the share of the rows replayed that were padding), 'no padding'; '' where
+    the caller never said how many rows were in use."""
+    if share is None:
+        return ""
+    return "no padding" if share <= 0 else f"{share:.0%} padding"
+
+
+def family_facts(graphs: int, sizes: int, replays: int, padding: Optional[float], memory: int) -> str:
+    """What one line of code captured: '7 graphs for 7 batch sizes · 300 replays · 30% padding ·
+    36.0 MiB reserved while capturing' (`sizes`: the batch sizes its graphs were captured for)."""
+    parts = [plural(graphs, "graph") + (f" for {plural(sizes, 'batch size')}" if sizes else ""),
+             plural(replays, "replay"), padding_text(padding), f"{format_bytes(memory)} reserved while capturing"]
+    return " · ".join(p for p in parts if p)
+
+
+def size_label(batch: Optional[int], name: str) -> str:
+    """'batch 16'; a graph captured for no size said is named ('graph 5')."""
+    return name if batch is None else f"batch {batch}"
+
+
+def size_facts(graphs: int, replays: int, never: int, padding: Optional[float], replay_us: Optional[float]) -> str:
+    """The graphs of one batch size: '1 graph · 90 replays · 22% padding · 40 µs a replay', 'never
+    replayed' where none of them was, '3 of 7 never replayed' where some were not (`never`: how many)."""
+    if never == graphs:
+        return " · ".join([plural(graphs, "graph"), "never replayed"])
+    parts = [plural(graphs, "graph"), plural(replays, "replay"), padding_text(padding),
+             "" if replay_us is None else f"{format_us(replay_us)} a replay",
+             f"{never} of {graphs} never replayed" if never else ""]
+    return " · ".join(p for p in parts if p)
+
+
+def pool_facts(pool: int, graphs: int, memory: int, held: Optional[int]) -> str:
+    """'pool 1 · shared by 7 graphs · 36.0 MiB reserved while capturing · 36.0 MiB held after its
+    last capture' (`held`: where the pool was read, trace level "full"); one graph's: 'pool 2 · one graph'."""
+    parts = [f"pool {pool}", f"shared by {plural(graphs, 'graph')}" if graphs > 1 else "one graph",
+             f"{format_bytes(memory)} reserved while capturing",
+             "" if held is None else f"{format_bytes(held)} held after its last capture"]
+    return " · ".join(p for p in parts if p)
+
+
+def tree_graph_line(name: str, node: int, replays: int) -> str:
+    """A graph that is a node of an observed tree: 'graph 9: node 3 of the tree · 12 replays'."""
+    return f"{name}: node {node} of the tree · {plural(replays, 'replay')}"

@@ -18,7 +18,10 @@ A merged multi-rank trace (`cgviz.merge`: its steps carry a rank) gets one lane 
 position in the merged order), each lane has its own generation lines, bands and labels (the
 labels where lanes are tall enough for them), and the ▲ goes under the lanes. So does a trace of trees
 on several devices of one process (its steps carry a device: "cuda:1" names the lane), and of
-both ("rank 1 · cuda:1").
+both ("rank 1 · cuda:1"). A trace that holds steps of CUDA graphs made outside the trees
+(capture, replay, destroy: `cgviz.observe_graphs`) beside tree steps gets one more lane, "CUDA
+graphs", under the trees' (one tree's lane is then named "tree"); no generation line or label is
+drawn in a lane of such steps alone, since a plain CUDA graph has no generations.
 
 `timeline_items` is the single source of truth for the ticks (`timeline_folds` and
 `timeline_generations` derive the bands and lines from it): the figure draws exactly
@@ -39,10 +42,11 @@ import math
 from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, Union
 
 from cgviz.trace.lanes import TreeKey, in_tree_order, tree_name
+from cgviz.trace.model import GRAPH_STEP_KINDS
 
 from cgviz.views.style import MUTED_TEXT, STEP_COLORS, STEP_LABELS, TEXT_COLOR, step_color, text_color_on
 from cgviz.views.svg_output import figure_png, figure_svg, literal_texts
-from cgviz.views.text import shown
+from cgviz.views.text import GRAPHS_LANE, TREE_LANE, shown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,8 +72,8 @@ _MIN_VISIBLE_STEPS = 10  # a short trace is drawn on at least this many step slo
 _MAX_FOLD_LABELS = 20
 _MAX_STEP_IDS = 2000  # per-step SVG ids only up to this many steps
 #: When steps are under two pixels wide, the kind shown for a pixel's steps: the first here.
-_DENSE_PRIORITY = ("error", "eager", "compile", "record", "warmup", "checkpoint_restore", "execute", "generation",
-                   "path_end")
+_DENSE_PRIORITY = ("error", "eager", "compile", "record", "capture", "warmup", "checkpoint_restore", "execute",
+                   "replay", "destroy", "generation", "path_end")
 # Lanes of a merged trace (one per rank), at 100 dpi: the ▲'s room under them, the gap over a
 # lane that holds its "×N" and "gen N", the lane height from which they get one, the names' size.
 _LANE_BELOW_PX = 12
@@ -77,6 +81,12 @@ _LANE_LABEL_PX = 12
 _LANE_LABELS_MIN_PX = 25
 _LANE_NAME_PT = 7.0
 _LANE_NAME_MIN_PT = 5.0
+# an item's "lane": the steps of CUDA graphs made outside the trees, or of a tree; and the lane key
+# of the one tree where a trace holds both (several trees keep their (rank, device) keys)
+_GRAPHS = "graphs"
+_TREE = "tree"
+#: A lane: None (the only one), a tree's (rank, device), `_TREE` or `_GRAPHS`.
+_Lane = Union[None, TreeKey, str]
 
 
 def _steps(trace: Union["Trace", Sequence["Step"], None]) -> Sequence["Step"]:
@@ -92,7 +102,8 @@ def timeline_items(trace: Union["Trace", Sequence["Step"], None]) -> list[dict]:
     own index field), ``kind``, ``color`` (`STEP_COLORS`), ``repeat`` and ``span`` (a
     folded block ends at this step), ``generation``, ``function``, ``node``, ``rank`` (None
     but in a merged multi-rank trace), ``device`` (None but where one process ran trees on
-    several devices).
+    several devices), ``graph`` (the CUDA graph a capture, replay or destroy step is about, else
+    None) and ``lane``: "graphs" for such a step, "tree" for the others.
     """
     return [
         {
@@ -107,6 +118,8 @@ def timeline_items(trace: Union["Trace", Sequence["Step"], None]) -> list[dict]:
             "node": s.node,
             "rank": s.rank,
             "device": s.device,
+            "graph": s.graph,
+            "lane": _GRAPHS if s.kind in GRAPH_STEP_KINDS else _TREE,
         }
         for i, s in enumerate(_steps(trace))
     ]
@@ -173,7 +186,7 @@ class _Rows(NamedTuple):
     line's extent around them; ``fold_y``, ``gen_y``: where "×N" and "gen N" go (None: no room);
     ``marker_y``: the current step's ▲; ``names``: ticks tall enough for a function's name."""
 
-    ranks: list[Optional[TreeKey]]
+    ranks: list[_Lane]
     bases: list[float]
     ylim: tuple[float, float]
     band: tuple[float, float]
@@ -188,18 +201,36 @@ class _Rows(NamedTuple):
 _ONE_LANE = _Rows([None], [0.0], (-0.42, 1.62), (-0.1, 1.38), (-0.3, 1.62), 1.07, 1.64, -0.2, True)
 
 
-def _lanes(items: list[dict]) -> list[Optional[TreeKey]]:
-    """The trees that get a lane, top to bottom: [None] (one lane) unless the steps carry ranks
-    or devices (`cgviz.trace.lanes`)."""
-    keys = in_tree_order((it["rank"], it["device"]) for it in items)
-    return [None] if keys in ([], [(None, None)]) else keys
+def _lanes(items: list[dict]) -> list[_Lane]:
+    """The lanes, top to bottom: [None] (one lane) unless the steps carry ranks or devices
+    (`cgviz.trace.lanes`: a lane per tree) or hold both tree steps and CUDA graphs' (the graphs'
+    lane last)."""
+    trees = [it for it in items if it["lane"] == _TREE]
+    keys = in_tree_order((it["rank"], it["device"]) for it in trees)
+    lanes: list[_Lane] = [None] if keys in ([], [(None, None)]) else list(keys)
+    if not trees or len(trees) == len(items):
+        return lanes
+    return ([_TREE] if lanes == [None] else lanes) + [_GRAPHS]
 
 
-def _lane_name(key: Optional[TreeKey]) -> str:
+def _item_lane(item: dict, lanes: list[_Lane]) -> _Lane:
+    """The lane an item is drawn in, among `lanes` (`_lanes`)."""
+    if lanes == [None]:
+        return None
+    if item["lane"] == _GRAPHS:
+        return _GRAPHS
+    return _TREE if _TREE in lanes else (item["rank"], item["device"])
+
+
+def _lane_name(key: _Lane) -> str:
+    if key == _GRAPHS:
+        return GRAPHS_LANE
+    if key == _TREE:
+        return TREE_LANE
     return shown(tree_name(key or (None, None)))
 
 
-def _margins(ranks: list[Optional[TreeKey]], current: Optional[int]) -> tuple[float, float, float, float]:
+def _margins(ranks: list[_Lane], current: Optional[int]) -> tuple[float, float, float, float]:
     """Left, right, top, bottom margins in inches. Lanes take room on the left for their names;
     their labels sit between them, so only the title (and headline) needs room on top."""
     if ranks == [None]:
@@ -208,7 +239,7 @@ def _margins(ranks: list[Optional[TreeKey]], current: Optional[int]) -> tuple[fl
     return 0.14 + chars * _LANE_NAME_PT * 0.6 / 72, 0.25, 0.3 + (0.22 if current is not None else 0), 0.72
 
 
-def _lane_rows(ranks: list[Optional[TreeKey]], height_px: float) -> _Rows:
+def _lane_rows(ranks: list[_Lane], height_px: float) -> _Rows:
     """Lanes sharing `height_px` (the axes' height at 100 dpi): the ▲'s room under them, then each
     lane's ticks with a gap over them, tall enough for labels where the lanes are."""
     lane_px = max(1.0, (height_px - _LANE_BELOW_PX) / len(ranks))
@@ -225,7 +256,7 @@ def _lane_items(items: list[dict], rows: _Rows) -> list[list[dict]]:
     """The items of each lane, in order."""
     if rows.ranks == [None]:
         return [items]
-    return [[it for it in items if (it["rank"], it["device"]) == key] for key in rows.ranks]
+    return [[it for it in items if _item_lane(it, rows.ranks) == key] for key in rows.ranks]
 
 
 def _name_lanes(ax: "Axes", rows: _Rows) -> None:
@@ -378,6 +409,8 @@ def _draw_generations(ax: "Axes", lanes: list[list[dict]], rows: _Rows, px_per_s
 
     segs = []
     for k, lane in enumerate(lanes):
+        if all(it["lane"] == _GRAPHS for it in lane):  # plain CUDA graphs have no generations
+            continue
         base, gens = rows.bases[k], timeline_generations(lane)
         labelled = (_thin([g["x"] for g in gens], _label_steps(px_per_step, max(len(g["label"]) for g in gens), 6.5))
                     if gens else [])
@@ -450,8 +483,9 @@ def _x_axis(ax: "Axes", n: int, slots: int) -> None:
     ax.set_xlabel("step", fontsize=7.5, color=MUTED_TEXT, labelpad=1)
 
 
-def _title(items: list[dict], folds: list[dict], ranks: list[Optional[TreeKey]]) -> str:
-    """'Timeline: 40 steps (130 with repeats) on 2 ranks' (or '2 devices', '4 trees')."""
+def _title(items: list[dict], folds: list[dict], ranks: list[_Lane]) -> str:
+    """'Timeline: 40 steps (130 with repeats) on 2 ranks' (or '2 devices', '4 trees'; the lanes of
+    one tree and of CUDA graphs are said by their names alone)."""
     n = len(items)
     times = [1] * n
     for f in folds:
@@ -460,12 +494,13 @@ def _title(items: list[dict], folds: list[dict], ranks: list[Optional[TreeKey]])
     title = f"Timeline: {n} step{'s' * (n != 1)}"
     if calls != n:
         title += f" ({calls} with repeats)"
-    if ranks != [None]:
-        title += f" on {_trees_in_words(ranks)}"
+    trees = [r for r in ranks if isinstance(r, tuple)]
+    if len(trees) > 1:
+        title += f" on {_trees_in_words(trees)}"
     return title
 
 
-def _trees_in_words(keys: list[Optional[TreeKey]]) -> str:
+def _trees_in_words(keys: list[TreeKey]) -> str:
     """'2 ranks', '2 devices', or '4 trees (2 ranks)' where ranks ran trees on several devices."""
     ranks = {k[0] for k in keys if k is not None and k[0] is not None}
     devices = any(k is not None and k[1] is not None for k in keys)

@@ -21,6 +21,7 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<section class="panel cg-tree-panel"><h2>Tree after this step <label class="fit" title="shrink the tree to the panel\'s width"><input type="checkbox" class="cg-fit"> fit to width</label></h2><div class="cg-snapinfo"></div><div class="cg-tree-box"></div></section>' +
   '<section class="panel cg-node-panel"><h2>Node outputs</h2><div class="cg-node"></div></section>' +
   '<section class="panel cg-pool-panel"><h2>Memory pool <span class="sub">blocks of the node shown stand out</span></h2><div class="cg-pool-box"></div></section>' +
+  '<section class="panel cg-graphs-panel" hidden><div class="cg-graphs"></div></section>' +
   "</div>";
 // (the `s` flag: a line break that reached a drawing's text, "\r", U+2028 or U+2029 among them,
 // is still part of its group's line)
@@ -124,6 +125,15 @@ export function mount(root, D, host) {
     if (!N) { q("headline").textContent = h.empty; msg(tbox, h.empty); }
     msg(q("node"), N ? "Click a node in the tree to see its outputs." : "");
     findings(h.findings || []);
+    // the CUDA graphs made outside the trees (views/graph_list.py: escaped HTML, no script)
+    q("graphs").innerHTML = h.graphs || ""; q("graphs-panel").hidden = !h.graphs;
+    root.classList.toggle("has-graphs", !!h.graphs); D.graphStep = h.graph_step;
+  }
+  function markGraph(g) {
+    // the entries of the step's graph in the list of CUDA graphs (data-graphs: their graphs' ids)
+    const box = q("graphs");
+    box.querySelectorAll(".cg-gl-cur").forEach((e) => e.classList.remove("cg-gl-cur"));
+    if (g != null) box.querySelectorAll('[data-graphs~="' + g + '"]').forEach((e) => e.classList.add("cg-gl-cur"));
   }
   function findings(fs) {
     // cgviz.diagnose's findings (page_data: errors, then warnings, then infos): each title goes to
@@ -639,6 +649,7 @@ export function mount(root, D, host) {
     slider.value = i; q("pos").textContent = "step " + (i + 1) + " / " + N;
     q("first").disabled = q("prev").disabled = i === 0; q("last").disabled = q("next").disabled = i === N - 1;
     if (D.tx && D.tx.length > i) q("marker").style.left = (D.tx[i] * 100) + "%";
+    markGraph(R[5]);
     ask(i);
     if (!quiet) host.shown(i, sel);
     if (!st) { root.classList.add("loading"); return; }
@@ -651,7 +662,12 @@ export function mount(root, D, host) {
     } else b.hidden = true;
     let also;
     if (st[0] < 0) {
-      if (shownTree !== -1) { shownTree = shownStruct = -1; shownLines = null; msg(tbox, D.empty || "No snapshot was recorded for this step."); }
+      // no tree: the whole trace's reason, or a CUDA graph's step (-3), or no snapshot kept (-1)
+      const none = R[5] != null && !D.empty ? -3 : -1;
+      if (shownTree !== none) {
+        shownTree = none; shownStruct = -1; shownLines = null;
+        msg(tbox, D.empty || (none === -3 ? D.graphStep : "No snapshot was recorded for this step."));
+      }
     } else if (T) { shownTree = -2; also = setTreeState(i, st); }
     else if (st[0] !== shownTree) { shownTree = st[0]; setTree(st[0]); }
     markSelected(); placeTree(also);
