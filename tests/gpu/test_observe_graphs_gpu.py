@@ -178,3 +178,20 @@ def test_serving_example_trace(tmp_path):
     never = [g for g in trace.graphs if g.replays == 0]
     assert [g.batch for g in never] == [64]
     assert sum(g.replays for g in trace.graphs) == 60
+
+
+def test_cgviz_run_graphs_records_the_program_unchanged(tmp_path):
+    out = tmp_path / "run.cgtrace.json"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    runner = os.path.join(ROOT, "examples", "serving_runner.py")
+    plain = subprocess.run([sys.executable, runner, "--batches", "20"], capture_output=True, text=True, cwd=ROOT,
+                           env=env, timeout=300, check=True)
+    run = subprocess.run([sys.executable, "-m", "cgviz", "run", "--graphs", "--timed", "--trace-out", str(out),
+                          runner, "--batches", "20"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == plain.stdout  # the same logits, observed or not
+    trace = load_trace(out)
+    assert trace.meta["backend"] == "torch.compile" and trace.meta["graphs_observed"]
+    assert sorted(g.batch for g in trace.graphs) == [1, 2, 4, 8, 16, 32, 64]
+    assert sum(g.replays for g in trace.graphs) == 20 and all(g.replay_us for g in trace.graphs if g.replays)
+    assert "graph capture" in run.stderr and "never replayed" in run.stderr
