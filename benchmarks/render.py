@@ -339,7 +339,7 @@ def _payload(page: str) -> dict:
 
 
 def measure_html(trace: Trace, browser: bool = True) -> dict:
-    import cgviz.views.html_trees as states_mod
+    import cgviz.views.tree.frames as states_mod
     import cgviz.views.pool as pool_mod
     import cgviz.views.tree as tree_mod
     from cgviz.views.html import to_html
@@ -356,7 +356,7 @@ def measure_html(trace: Trace, browser: bool = True) -> dict:
                 spent[name][1] += time.perf_counter() - t
         return wrapper
 
-    # trees: drawn per step (Graphviz), or per structure with the built-in layout (html_trees)
+    # trees: drawn per step (Graphviz), or per structure with the built-in layout (tree.frames)
     tree_svg, draw_structure, pool_svg = tree_mod.tree_svg, states_mod.draw_structure, pool_mod.pool_svg
     tree_mod.tree_svg, pool_mod.pool_svg = counting("tree", tree_svg), counting("pool", pool_svg)
     states_mod.draw_structure = counting("tree", draw_structure)

@@ -1,6 +1,6 @@
 """The built-in layout worked out level by level and cached across trees (`tree.LayoutCache`)
 gives exactly what the plain walk gives, and so do the drawings of a page's structures made
-one after another (`html_trees.DrawCache`), the page's lines stored as lines, and the trace's
+one after another (`frames.DrawCache`), the page's lines stored as lines, and the trace's
 text check that runs before a page is made."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from cgviz.trace import io
 from cgviz.trace.model import NodeView, OutputView, Snapshot
-from cgviz.views import html_trees
+from cgviz.views.tree import frames
 from cgviz.views import tree as tv
 from cgviz.views.page_store import SvgStore, runs
 
@@ -197,16 +197,16 @@ def test_drawings_made_in_turn_are_the_ones_made_alone():
     """A page's structures drawn one after another with one `DrawCache` (as `TreeStates.data`
     draws them) are the drawings each makes alone, line for line."""
     trace = synthetic_trace(nodes=60, steps=400, variants=3)
-    states = html_trees.TreeStates(lambda lines: 0)
+    states = frames.TreeStates(lambda lines: 0)
     for step in trace.steps:
         states.add(step)
     structures = sorted(states._structures.values(), key=lambda s: s.index)
     assert len(structures) > 20
-    cache, memo = html_trees.DrawCache(), {}
+    cache, memo = frames.DrawCache(), {}
     for s in structures:
         args = (s, states._steps[s.first], states.looks, states._sizes)
-        lines = html_trees.draw_structure(*args, memo, cache, lines=True)
-        alone = html_trees.draw_structure(*args, {})
+        lines = frames.draw_structure(*args, memo, cache, lines=True)
+        alone = frames.draw_structure(*args, {})
         assert "\n".join(lines) == alone
         assert all("\n" not in line for line in lines)
 
