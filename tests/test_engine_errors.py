@@ -12,23 +12,7 @@ import pytest
 import torch
 
 import cgviz
-
-
-def data(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def kinds(tree) -> list[str]:
-    return [s.kind for s in tree.trace.expanded()]
-
-
-def last_step(tree):
-    return tree.trace.steps[-1]
-
-
-@pytest.fixture
-def tree():
-    return cgviz.Tree("sim")
+from helpers import data, kinds, last_step
 
 
 def assert_graphs_normally(tree, tf, fn, *, shape=(8,)):

@@ -20,7 +20,8 @@ invalidated outputs. After every step it checks what the engine promises:
   by a subsequent run" when touched, and so does passing it to a tree function.
 
 The model is a list of held entries: (tensor, expected value, tree output?, invalidated?).
-CI runs 300 sequences; CGVIZ_PROPERTY_EXAMPLES=N runs more.
+CI runs 300 sequences; CGVIZ_PROPERTY_EXAMPLES=N runs more. A plainer test of the first promise,
+random programs of two functions, ends the module.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from typing import Optional
 
 import pytest
 import torch
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cgviz
+from helpers import data, steps_of
 
 OVERWRITTEN = "overwritten by a subsequent run"
 SIZES = (8, 96)  # 32 B and 384 B: both round to one 512 B block; 96 also makes 95-element views
@@ -420,3 +422,51 @@ TreeMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestTreeMachine = TreeMachine.TestCase
+
+
+# -- random programs: replays never overwrite what the user still holds ------------------------
+def _f(x):
+    return x * 2 + 1
+
+
+def _g(x):
+    return x.sin() * x
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("f"), st.integers(0, 3)),  # f on a fresh input (seed)
+        st.tuples(st.just("g"), st.integers(0, 7)),  # g on a kept output (index)
+        st.tuples(st.just("drop"), st.integers(0, 7)),
+        st.tuples(st.just("mark_step"), st.just(0)),
+    ),
+    max_size=24,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS)
+def test_random_programs_equal_eager_and_never_overwrite_live_outputs(ops):
+    tree = cgviz.Tree("sim", trace="events")
+    F, G = tree.wrap(_f, name="f"), tree.wrap(_g, name="g")
+    kept: list[tuple[torch.Tensor, torch.Tensor]] = []  # (tree output, its eager value)
+    invalidated: list[torch.Tensor] = []
+    for op, k in ops:
+        if op == "f":
+            x = data(8, seed=k)
+            kept.append((F(x), _f(x)))
+        elif op == "g" and kept:
+            src, expected = kept[k % len(kept)]
+            kept.append((G(src), _g(expected)))
+        elif op == "drop" and kept:
+            kept.pop(k % len(kept))
+        elif op == "mark_step":
+            tree.mark_step()
+            invalidated += [t for t, _ in kept]
+            kept = []
+        for t, expected in kept:
+            assert torch.equal(t, expected)
+    for t in invalidated:
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            t + 1
+    assert not steps_of(tree, "error") and not steps_of(tree, "eager")
