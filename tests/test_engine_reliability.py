@@ -1,7 +1,8 @@
 """What users do that once corrupted a tree or returned wrong values, on the sim backend:
 expanded inputs, inference mode, threads, data-dependent shapes, nested tree calls,
 exceptions right after replays or during a recording, odd exceptions. Every value is
-checked against eager, and the tree must keep working afterwards.
+checked against eager, and the tree must keep working afterwards. Tests taking `device` run on
+cuda too, where there is a CUDA device: real CUDA graphs must decide the same.
 """
 
 from __future__ import annotations
@@ -12,30 +13,14 @@ import pytest
 import torch
 
 import cgviz
+from helpers import calls, data, kinds
 
 
-def data(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def kinds(tree) -> list[str]:
-    return [s.kind for s in tree.trace.expanded()]
-
-
-def calls(tree) -> list[str]:
-    """Step kinds of function calls only (path ends and restores left out)."""
-    return [k for k in kinds(tree) if k in ("warmup", "record", "execute", "eager", "error")]
-
-
-@pytest.fixture
-def tree():
-    return cgviz.Tree("sim")
-
-
-def test_expanded_input_is_graphed_and_replays_its_new_values(tree):
+def test_expanded_input_is_graphed_and_replays_its_new_values(device):
+    tree = cgviz.Tree(device)
     f = tree.wrap(lambda x: x * 2 + 1, name="f")
     for i in range(4):
-        x = data(1, 8, seed=i).expand(4, 8)  # stride 0 in dim 0
+        x = data(1, 8, seed=i, device=device).expand(4, 8)  # stride 0 in dim 0
         assert x.stride(0) == 0
         y = f(x)
         assert torch.equal(y, x * 2 + 1)
@@ -108,7 +93,8 @@ def test_host_sync_only_while_recording_runs_eagerly_with_the_eager_value(tree):
     assert calls(tree)[-3:] == ["warmup", "record", "execute"]
 
 
-def test_a_users_exception_mentioning_capture_propagates_and_the_function_stays_graphed(tree):
+def test_a_users_exception_mentioning_capture_propagates_and_the_function_stays_graphed(device):
+    tree = cgviz.Tree(device)
     calls_made = []
 
     def fn(x):
@@ -118,7 +104,7 @@ def test_a_users_exception_mentioning_capture_propagates_and_the_function_stays_
         return x * 2
 
     f = tree.wrap(fn, name="f")
-    x = data(8)
+    x = data(8, device=device)
     f(x)
     with pytest.raises(ValueError, match="could not capture the moon"):
         f(x)

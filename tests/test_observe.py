@@ -13,15 +13,16 @@ from cgviz.observe import _torch_layout as layout
 from cgviz.observe.torch_compile import observe_torch, portable_path, portable_paths, start_observing, stop_observing
 
 
-def test_hooks_are_removed_on_exit_and_on_exception():
+@pytest.mark.parametrize("level", ["events", "full"])
+def test_hooks_are_removed_on_exit_and_on_exception(level):
     from torch._inductor import cudagraph_trees as trees
 
     original = trees.CUDAGraphTreeManager._run
-    with observe_torch(trace="events"):
+    with observe_torch(trace=level):
         assert trees.CUDAGraphTreeManager._run is not original
     assert trees.CUDAGraphTreeManager._run is original
     with pytest.raises(KeyError):
-        with observe_torch():
+        with observe_torch(trace=level):
             raise KeyError("user error")
     assert trees.CUDAGraphTreeManager._run is original
 

@@ -197,19 +197,6 @@ def test_a_replay_in_a_new_generation_hands_back_the_same_tensor():
     assert len(replays) >= 3 and all(not s.invalidated for s in trace.expanded() if s.kind == "generation")
 
 
-def test_wrapping_is_removed_on_exit_and_on_exception():
-    from torch._inductor import cudagraph_trees as trees
-
-    original = trees.CUDAGraphTreeManager._run
-    with observe_torch():
-        assert trees.CUDAGraphTreeManager._run is not original
-    assert trees.CUDAGraphTreeManager._run is original
-    with pytest.raises(ValueError):
-        with observe_torch():
-            raise ValueError("user error")
-    assert trees.CUDAGraphTreeManager._run is original
-
-
 def test_events_level_adds_no_snapshots_and_no_manager_is_created():
     from torch._inductor import cudagraph_trees as trees
 
