@@ -1,0 +1,164 @@
+"""What each trace level costs on a real model, on the GPU: torchvision's resnet18.
+
+1. Inference at batch 1, µs per call: eager; a hand-written copy + replay of one CUDA graph;
+   torch's own trees (`torch.compile(backend="cudagraphs")`); and `cgviz.Tree("cuda")` at trace
+   None, "events" and "full".
+2. Training steps (forward, backward, SGD step) of `torch.compile(mode="reduce-overhead")`, ms per
+   step, with no observer and under `cgviz.observe_torch` at "events" and "full"; steady state
+   only (the steps are timed after every graph is recorded).
+
+The variants run interleaved in each of R rounds in one process, so drift hits them alike. Each
+figure: the median over rounds, with quartiles; each ratio: the median of the per-round ratios
+(a variant against its baseline in the same round) with their quartiles, which say how sure the
+ratio is. Prints one JSON object; `--out PATH` also writes it.
+
+usage: python benchmarks/resnet_levels.py [--calls N] [--steps N] [--rounds R] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+from typing import Callable
+
+import torch
+
+
+def per_call(step: Callable[[], object], calls: int) -> float:
+    """µs per call of `calls` calls and one synchronize, the garbage collector off."""
+    torch.cuda.synchronize()
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            step()
+        torch.cuda.synchronize()
+        return (time.perf_counter_ns() - start) / calls / 1000
+    finally:
+        gc.enable()
+
+
+def quartiles(xs: list[float]) -> list[float]:
+    q = statistics.quantiles(xs, n=4)
+    return [round(q[0], 3), round(q[2], 3)]
+
+
+def summary(samples: dict[str, list[float]], ratios: dict[str, tuple[str, str]]) -> dict:
+    out = {"median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
+           "quartiles": {k: quartiles(v) for k, v in samples.items()}, "ratios": {}}
+    for name, (a, b) in ratios.items():
+        per_round = [x / y for x, y in zip(samples[a], samples[b])]
+        out["ratios"][name] = {"median": round(statistics.median(per_round), 3), "quartiles": quartiles(per_round)}
+    return out
+
+
+def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
+    import cgviz
+
+    out: dict[str, Callable[[], object]] = {"eager": lambda: model(x)}
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model(static_x)
+
+    def copy_and_replay():
+        static_x.copy_(x)
+        graph.replay()
+
+    out["copy_replay"] = copy_and_replay
+    trees = torch.compile(model, backend="cudagraphs")
+    out["torch_trees"] = lambda: trees(x)
+    for level in (None, "events", "full"):
+        wrapped = cgviz.Tree("cuda", trace=level).wrap(model, name="resnet18")
+        out[f"cgviz_{level}"] = lambda wrapped=wrapped: wrapped(x)
+    for step in out.values():  # warm up, record, replay
+        for _ in range(5):
+            step()
+    return out
+
+
+def training_variants(steps: int) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+    """Each variant runs `steps` training steps; the second value runs the warmups and records."""
+    import torchvision
+
+    import cgviz
+
+    model = torchvision.models.resnet18(num_classes=10).cuda()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 3, 64, 64, device="cuda")
+    y = torch.randint(0, 10, (8,), device="cuda")
+
+    def train(n: int) -> None:
+        for _ in range(n):
+            torch.compiler.cudagraph_mark_step_begin()
+            loss = torch.nn.functional.cross_entropy(compiled(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def observed(level):
+        def run() -> None:
+            with cgviz.observe_torch(trace=level) if level else contextlib.nullcontext():
+                train(steps)
+        return run
+
+    return {"no_observer": observed(None), "events": observed("events"), "full": observed("full")}, lambda: train(6)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    import torchvision
+
+    torch.backends.cudnn.benchmark = False
+    model = torchvision.models.resnet18().cuda().eval()
+    x = torch.randn(1, 3, 224, 224, device="cuda")
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
+              "rounds": args.rounds}
+    with torch.no_grad():
+        runs = inference_variants(model, x)
+        samples: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(args.rounds):
+            for name, step in runs.items():
+                samples[name].append(per_call(step, args.calls))
+    result["inference_batch1_us_per_call"] = summary(samples, {
+        f"cgviz_{lvl}_vs_copy_replay": (f"cgviz_{lvl}", "copy_replay") for lvl in (None, "events", "full")} | {
+        "cgviz_None_vs_torch_trees": ("cgviz_None", "torch_trees"), "eager_vs_copy_replay": ("eager", "copy_replay")})
+    result["inference_calls_per_round"] = args.calls
+    trains, warm = training_variants(args.steps)
+    warm()
+    samples = {name: [] for name in trains}
+    for _ in range(args.rounds):
+        for name, run in trains.items():
+            samples[name].append(per_call(run, 1) / args.steps / 1000)  # ms per training step
+    result["training_ms_per_step"] = summary(samples, {
+        "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
+    result["training_steps_per_round"] = args.steps
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
