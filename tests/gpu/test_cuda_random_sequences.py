@@ -7,14 +7,10 @@ test_random_sequences.py: without __init__.py files pytest cannot collect two te
 the same name.
 """
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/random_workloads.py
-
-from random_workloads import generate, run_workload  # noqa: E402
+from random_workloads import generate, run_workload
 
 SEEDS = range(200)
 

@@ -2,7 +2,7 @@
 
 The workloads of tests/random_workloads.py (fresh, transposed and stride-0 inputs, outputs
 held, dropped and fed back, views of inputs, a static weight that moves, mark_step()) run
-through the harness of test_torch_parity.py: torch's CUDAGraphTreeManager reached as compiled
+through the harness of parity.py: torch's CUDAGraphTreeManager reached as compiled
 code reaches it, then cgviz. After each call both must agree on
 
 * its decision (warmup / record / execute / eager / error) and what it gave back: values equal
@@ -23,20 +23,17 @@ runs N seeds instead of 100.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 from typing import NamedTuple, Optional
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/random_workloads.py
-
-from random_workloads import (  # noqa: E402
+from parity import DEV, CgvizTree, TorchTree, assert_parity, run_side
+from parity import fresh_trees  # noqa: F401 (an autouse fixture)
+from random_workloads import (
     FUNCTIONS, OVERWRITTEN, STATIC, Call, _aliases, Drop, Fresh, MarkStep, MoveW, Stale, Workload, _leaves, describe,
     generate, make_input, make_weight,
 )
-from test_torch_parity import DEV, CgvizTree, TorchTree, _fresh_trees, assert_parity, run_side  # noqa: E402,F401 (a fixture)
 
 # what torch's manager left when it failed, kept: collecting it has aborted the process
 _TORCH_FAILURES: list = []
@@ -157,7 +154,7 @@ def comparable(workload: Workload) -> Workload:
       invalidates them then; torch never invalidates a replayed one and counts it live, so a
       function first called in the new generation warms up while it is held (docs/engine.md).
 
-    Those behaviours are covered by test_torch_parity's ports and the cgviz-only random
+    Those behaviours are covered by the test_torch_parity*.py ports and the cgviz-only random
     sequences."""
     actions = tuple(a._replace(raises=False) if isinstance(a, Call) else a
                     for a in workload.actions if not (isinstance(a, Call) and isinstance(a.src, Stale)))
