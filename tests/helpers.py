@@ -5,6 +5,7 @@ works from tests/ and from tests/gpu/ alike."""
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import torch
@@ -58,6 +59,12 @@ def graph_nodes(snapshot, function: str | None = None) -> list:
     return [n for n in snapshot.nodes if n.kind == "graph" and (function is None or n.function == function)]
 
 
+def mlp(device: str) -> torch.nn.Module:
+    """A small model, the same weights every time: Linear(32, 64), ReLU, Linear(64, 8)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(device)
+
+
 # -- small workloads of the engine tests ---------------------------------------------------------
 def f_affine(x):
     return (x * 2 + 1).relu()
@@ -91,3 +98,13 @@ def by_gid(fig, gid):
     found = [a for a in fig.findobj() if getattr(a, "get_gid", lambda: None)() == gid]
     assert len(found) == 1, f"{len(found)} artists with gid {gid}"
     return found[0]
+
+
+# -- traces recorded on a GPU --------------------------------------------------------------------
+def keep_trace(trace, stem: str) -> None:
+    """With CGVIZ_TRACE_DIR set, save the trace there as `stem`.cgtrace.json: the GPU tests record
+    the traces cgviz ships (cgviz/data/) for machines without a GPU."""
+    out = os.environ.get("CGVIZ_TRACE_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        trace.save(Path(out) / f"{stem}.cgtrace.json")

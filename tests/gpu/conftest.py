@@ -2,6 +2,7 @@
 "cuda" is then cuda:1 for the engine and for torch's own manager alike), to check a tree on a
 device other than the first."""
 
+import gc
 import os
 
 import pytest
@@ -24,3 +25,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tests/gpu" in str(item.fspath).replace("\\", "/"):
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Each test compiles from scratch, with empty trees and torch's skip counters at 0 (a trace
+    notes the skips torch made before observing began); what a failed test left behind is freed
+    before the next. The torch.compile modules use it with pytest.mark.usefixtures."""
+    torch._dynamo.reset()  # also torch._inductor.cudagraph_trees.reset_cudagraph_trees()
+    torch._dynamo.utils.counters.clear()
+    yield
+    torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()

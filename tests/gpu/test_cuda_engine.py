@@ -104,7 +104,6 @@ def test_freed_output_block_is_reused_by_next_recording():
     g = tree.wrap(lambda x: x + 5, name="g")
     for fn in (f, f, g, g):
         y = fn(torch.ones(1024, device=DEV))
-        address = y.data_ptr()
         del y
     rec = [s for s in tree.trace.steps if s.kind == "record"]
     f_out = tree.nodes[rec[0].node].leaves[0].address

@@ -4,14 +4,12 @@ innermost frame outside torch and cgviz, as torch's own skip messages do."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
 import cgviz
 from cgviz.trace.diagnose import user_source
+from helpers import keep_trace
 
 transformers = pytest.importorskip("transformers")
 
@@ -30,9 +28,7 @@ def test_a_llama_forward_that_reads_a_value_on_the_host_names_that_line():
         for _ in range(3):
             forward(ids, mask)
     eager = [s for s in tree.trace.steps if s.kind == "eager"]
-    out = os.environ.get("CGVIZ_TRACE_DIR")
-    if out:
-        tree.trace.save(Path(out) / "llama_host_sync.cgtrace.json")
+    keep_trace(tree.trace, "llama_host_sync")
     if not eager:
         pytest.skip("this transformers release reads no value on the host in the forward")
     source = user_source(eager[0].reason)

@@ -20,8 +20,8 @@ import cgviz
 from cgviz.observe.torch_compile import observe_torch
 from cgviz.trace.lanes import tree_keys
 from cgviz.views.page_data import page_data
+from helpers import ROOT, keep_trace
 
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 
@@ -109,10 +109,7 @@ def test_observe_torch_sees_each_devices_manager_and_names_every_steps_device():
                 torch.testing.assert_close(y, f(x))
                 del y
     torch._dynamo.reset()
-    out = os.environ.get("CGVIZ_TRACE_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        trace.save(Path(out) / "torch_two_devices.cgtrace.json")
+    keep_trace(trace, "torch_two_devices")
     assert [d.split(" ")[0] for d in trace.meta["devices"]] == ["cuda:0", "cuda:1"]
     steps = trace.expanded()
     assert {s.device for s in steps} == {"cuda:0", "cuda:1"}

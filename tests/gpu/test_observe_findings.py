@@ -4,7 +4,6 @@ compiled before observing began), an op with a data-dependent shape, two forward
 backwards, an output used after the next training step, a graph break.
 With CGVIZ_TRACE_DIR set, each trace is kept as data (cgviz/data/torch) for machines without a GPU."""
 
-import inspect
 from pathlib import Path
 
 import pytest
@@ -12,33 +11,23 @@ import torch
 
 import cgviz
 from cgviz.observe.torch_compile import observe_torch
-from test_observe_torch import fresh_dynamo, save  # noqa: F401  (fresh_dynamo: autouse fixture)
+from helpers import keep_trace, line_of, mlp
 
 DEV = "cuda"
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 HERE = Path(__file__).name
 
 
-def line_of(fn, text):
-    """The line number of `text` in fn's source."""
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
-
-
 def keep(trace, name):
-    """Save the trace as data (see test_observe_torch.save) and show its diagnosis."""
-    save(trace, name)
+    """Save the trace as data (helpers.keep_trace) and show its diagnosis."""
+    keep_trace(trace, f"torch_{name}")
     diagnosis = cgviz.diagnose(trace)
     print(f"\n== {name}\n{diagnosis.text()}")
     return diagnosis
 
 
-def mlp():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(DEV)
-
-
 def test_many_shapes():
-    model = mlp()
+    model = mlp(DEV)
     compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
     with torch.no_grad(), observe_torch() as trace:
         for rnd in range(3):
@@ -119,7 +108,7 @@ def test_data_dependent_shape():
 
 
 def test_two_forwards_before_their_backwards():
-    model = mlp()
+    model = mlp(DEV)
     compiled = torch.compile(model, mode="reduce-overhead")
     with observe_torch() as trace:
         for _ in range(4):
@@ -132,7 +121,7 @@ def test_two_forwards_before_their_backwards():
 
 
 def test_output_used_after_the_next_training_step():
-    model = mlp()
+    model = mlp(DEV)
     compiled = torch.compile(model, mode="reduce-overhead")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(16, 32, device=DEV)

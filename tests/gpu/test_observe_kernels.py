@@ -4,22 +4,16 @@ CUDA graphs; and keeping the graph for reading changes nothing the model compute
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
 
 import cgviz
 from cgviz.observe.torch_compile import observe_torch
+from helpers import keep_trace
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def fn(a, b):
@@ -52,10 +46,7 @@ def test_an_observed_graph_holds_the_kernels_the_compiled_code_runs():
     for r in results:  # the kept graph replays what torch recorded
         torch.testing.assert_close(r, fn(a, b), rtol=1e-3, atol=1e-3)
     assert trace.counts()["execute"] >= 1
-    out = os.environ.get("CGVIZ_TRACE_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        trace.save(Path(out) / "torch_kernels.cgtrace.json")
+    keep_trace(trace, "torch_kernels")
 
 
 def test_kernels_off_keeps_torch_graph_as_torch_made_it():

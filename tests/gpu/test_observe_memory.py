@@ -17,18 +17,15 @@ from __future__ import annotations
 import gc
 import sys
 import weakref
-from pathlib import Path
 
 import pytest
 import torch
 
 import cgviz
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/gpu/torch_suite.py
-
-from torch_suite import all_live_block_count, fresh_dynamo, get_all_cudagraph_segments  # noqa: E402, F401 (fixture)
+from torch_suite import all_live_block_count, get_all_cudagraph_segments
 
 DEV = "cuda"
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 SKIP_LOGGER = "log_cudagraph_skip_and_bump_counter"
 LEVELS = [("events", False), ("events", True), ("full", False), ("full", True)]
 # what torch leaves after torch._dynamo.reset() and the user's cleanup

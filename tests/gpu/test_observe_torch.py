@@ -1,7 +1,6 @@
 """cgviz.observe_torch on real torch.compile(mode="reduce-overhead") trees."""
 
 import inspect
-import os
 from pathlib import Path
 
 import pytest
@@ -10,26 +9,10 @@ import torch
 import cgviz
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe.torch_compile import observe_torch
+from helpers import keep_trace, mlp
 
 DEV = "cuda"
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Each test compiles from scratch; torch's count of CUDA graph skips starts at 0 (a trace
-    notes the skips torch made before observing began)."""
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
-
-
-def save(trace, name):
-    """With CGVIZ_TRACE_DIR set, keep the trace as data for machines without a GPU."""
-    out = os.environ.get("CGVIZ_TRACE_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        trace.save(Path(out) / f"torch_{name}.cgtrace.json")
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def manager():
@@ -66,20 +49,15 @@ def kinds(trace):
     return [s.kind for s in trace.steps]
 
 
-def mlp():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(DEV)
-
-
 def test_inference_under_no_grad():
-    model = mlp()
+    model = mlp(DEV)
     compiled = torch.compile(model, mode="reduce-overhead")
     x = torch.randn(16, 32, device=DEV)
     with torch.no_grad(), observe_torch() as trace:
         for _ in range(5):
             y = compiled(x)
             assert torch.allclose(y, model(x), atol=1e-5)
-    save(trace, "inference")
+    keep_trace(trace, "torch_inference")
     ks = kinds(trace)
     assert ks.index("warmup") < ks.index("record") < ks.index("execute")
     assert all("(inference)" in s.function for s in trace.steps if s.kind in ("warmup", "record", "execute"))
@@ -88,7 +66,7 @@ def test_inference_under_no_grad():
 
 
 def test_training_backward_is_a_child_of_the_forward():
-    model = mlp()
+    model = mlp(DEV)
     compiled = torch.compile(model, mode="reduce-overhead")
     x = torch.randn(16, 32, device=DEV)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -98,7 +76,7 @@ def test_training_backward_is_a_child_of_the_forward():
             loss = compiled(x).sum()
             loss.backward()
             opt.step()
-    save(trace, "training")
+    keep_trace(trace, "torch_training")
     records = [s for s in trace.steps if s.kind == "record"]
     fwd = [s for s in records if "(forward)" in s.function]
     bwd = [s for s in records if "(backward)" in s.function]
@@ -109,7 +87,7 @@ def test_training_backward_is_a_child_of_the_forward():
 
 
 def test_dynamic_shapes_make_several_roots_and_rerecord_reasons():
-    model = mlp()
+    model = mlp(DEV)
     compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
     with torch.no_grad(), observe_torch() as trace:
         for _ in range(3):
@@ -119,7 +97,7 @@ def test_dynamic_shapes_make_several_roots_and_rerecord_reasons():
         model[0].weight.data = model[0].weight.data.clone()
         for _ in range(3):
             compiled(torch.randn(4, 32, device=DEV))
-    save(trace, "dynamic_shapes")
+    keep_trace(trace, "torch_dynamic_shapes")
     snap = trace.steps[-1].snapshot
     roots = [n for n in snap.nodes if n.kind == "graph" and n.parent is None]
     assert len(roots) >= 3
@@ -142,7 +120,7 @@ def test_cpu_input_skip_reason_is_recorded():
     with torch._inductor.config.patch(patch), torch.no_grad(), observe_torch() as trace:
         for _ in range(3):
             compiled(x, torch.ones(8))
-    save(trace, "cpu_input")
+    keep_trace(trace, "torch_cpu_input")
     eager = [s for s in trace.steps if s.kind == "eager"]
     assert eager and "skipping cudagraphs" in eager[0].reason.lower(), [s.reason for s in trace.steps]
     # torch decided while compiling; each of the three calls is joined to its message
@@ -168,7 +146,7 @@ def test_use_after_overwrite_is_an_error_step():
             out = compiled(x)
             compiled(x)  # a new invocation: a new generation overwrites `out`
             print(out + out)
-    save(trace, "overwritten")
+    keep_trace(trace, "torch_overwritten")
     assert trace.steps[-1].kind == "error"
     assert "overwritten" in trace.steps[-1].reason
     assert any(s.kind == "generation" and s.invalidated for s in trace.steps)
@@ -190,7 +168,7 @@ def test_a_replay_in_a_new_generation_hands_back_the_same_tensor():
         y2 = compiled(torch.full((4,), 3.0, device=DEV))
         same, after = y1 is y2, y1.tolist()
     trace.meta["measured"] = {"y1_before": first, "y1_after": after, "y1_is_y2": same}
-    save(trace, "replayed_generation")
+    keep_trace(trace, "torch_replayed_generation")
     assert same and first == [8.0] * 4 and after == [27.0] * 4
     assert not any(s.kind == "error" for s in trace.steps)
     replays = [s for s in trace.expanded() if s.kind == "execute"]

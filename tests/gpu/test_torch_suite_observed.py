@@ -14,25 +14,20 @@ Skipped without CUDA (tests/gpu/conftest.py). The whole file compiles a few hund
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo.config as dynamo_config
 from torch._inductor import config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/gpu/torch_suite.py
-
-import torch_suite as suite  # noqa: E402
-from torch_suite import (  # noqa: E402, F401 (fresh_dynamo: a fixture)
+import torch_suite as suite
+from torch_suite import (
     all_live_block_count,
     assert_equal,
     cdata,
     curr_node,
     cudagraphify_impl,
-    fresh_dynamo,
     get_manager,
     get_root_children,
     num_checkpoints,
@@ -40,6 +35,7 @@ from torch_suite import (  # noqa: E402, F401 (fresh_dynamo: a fixture)
     run_twc,
 )
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 variants = pytest.mark.parametrize("variant", suite.VARIANTS)
 
 

@@ -30,7 +30,6 @@ import warnings
 import weakref
 from typing import Any, Callable, Iterable, Optional
 
-import pytest
 import torch
 import torch._dynamo.config as dynamo_config
 from torch._inductor import config
@@ -330,17 +329,3 @@ def run_ported(body: Callable[[], None], variant: str, *, expect: Iterable[str] 
         return trace
     finally:
         stack.close()
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Each test compiles from scratch, with empty trees and torch's skip counters at 0; what a
-    failed test left behind is freed before the next (a test module imports this fixture)."""
-    torch._dynamo.reset()  # also torch._inductor.cudagraph_trees.reset_cudagraph_trees()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
