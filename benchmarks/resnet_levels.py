@@ -90,8 +90,9 @@ def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Cal
     return out
 
 
-def training_variants(steps: int) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
-    """Each variant runs `steps` training steps; the second value runs the warmups and records."""
+def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None]]:
+    """Each variant times `steps` training steps (ms per step); the second value runs the warmups
+    and records."""
     import torchvision
 
     import cgviz
@@ -111,9 +112,11 @@ def training_variants(steps: int) -> tuple[dict[str, Callable[[], None]], Callab
             opt.zero_grad(set_to_none=True)
 
     def observed(level):
-        def run() -> None:
+        def run() -> float:
+            """ms per step of `steps` steps timed inside the observation (its start and end aside)."""
             with cgviz.observe_torch(trace=level) if level else contextlib.nullcontext():
-                train(steps)
+                train(2)
+                return per_call(lambda: train(steps), 1) / steps / 1000
         return run
 
     return {"no_observer": observed(None), "events": observed("events"), "full": observed("full")}, lambda: train(6)
@@ -148,7 +151,7 @@ def main(argv: list[str]) -> int:
     samples = {name: [] for name in trains}
     for _ in range(args.rounds):
         for name, run in trains.items():
-            samples[name].append(per_call(run, 1) / args.steps / 1000)  # ms per training step
+            samples[name].append(run())
     result["training_ms_per_step"] = summary(samples, {
         "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
     result["training_steps_per_round"] = args.steps
