@@ -17,11 +17,13 @@ setup: system-deps $(STAMP)
 
 # Graphviz's `dot` draws the tree view (a built-in layout stands in without it); Debian's
 # Chromium runs the browser tests (tests/browser skip without it; Playwright's own browser
-# download is not used). Installed from Debian packages when missing and we may (root, apt-get).
+# download is not used); Node runs the front end's unit tests (tests/js, no npm). Installed
+# from Debian packages when missing and we may (root, apt-get).
 system-deps:
 	@missing=""; \
 	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing$$missing (apt-get)"; \
@@ -30,6 +32,7 @@ system-deps:
 		else \
 			case "$$missing" in *graphviz*) echo "note: Graphviz 'dot' not found; the tree view uses its built-in layout (apt install graphviz)";; esac; \
 			case "$$missing" in *chromium*) echo "note: /usr/bin/chromium not found; tests/browser will skip (apt install chromium)";; esac; \
+			case "$$missing" in *nodejs*) echo "note: node not found; the front end's unit tests (tests/js) will skip (apt install nodejs)";; esac; \
 		fi; \
 	fi
 
@@ -58,8 +61,11 @@ demo: setup
 
 # The teaching notebooks run under nbval: outputs of cells marked to be checked must match
 # (addresses and durations masked by notebooks/sanitize.cfg); other cells must just run.
+# Then the front end's unit tests under Node (tests/js).
 test: setup
 	$(BIN)/python -m pytest -q tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg
+	@if command -v node >/dev/null 2>&1; then node --test tests/js; \
+	else echo "note: node not found: tests/js skipped (apt install nodejs)"; fi
 
 bench: setup
 	$(BIN)/python benchmarks/sim_overhead.py

@@ -13,6 +13,7 @@ import traitlets  # noqa: E402
 
 import cgviz  # noqa: E402
 from cgviz.scenarios import run_scenario  # noqa: E402
+from cgviz.views.html import explorer_module  # noqa: E402
 from cgviz.views.page_data import page_data  # noqa: E402
 from cgviz.widgets.explorer import FIRST_WINDOW, Explorer  # noqa: E402
 
@@ -138,7 +139,9 @@ def test_run_next_call_runs_the_workload_and_reports_its_error():
 
 
 def test_the_widget_runs_the_pages_module_and_stays_small():
-    assert Explorer._esm == (Path(cgviz.__file__).parent / "views" / "page" / "explorer.js").read_text(encoding="utf-8")
+    page = Path(cgviz.__file__).parent / "views" / "page"
+    parts = [(page / name).read_text(encoding="utf-8") for name in ("explorer_logic.js", "explorer_panels.js", "explorer.js")]
+    assert Explorer._esm == "\n".join(parts) == explorer_module()
     assert "export default { render }" in Explorer._esm and "getElementById" not in Explorer._esm
     source = Path(cgviz.__file__).parent / "widgets" / "explorer.py"
     assert len(source.read_text(encoding="utf-8").splitlines()) < 300

@@ -3,7 +3,7 @@
     page = to_html(trace)                       # the page as text
     to_html(trace, "run.html")                  # ... also written (atomically) to run.html
 
-The page is the explorer's front end (views/page/explorer.js, inline as a module) mounted on
+The page is the explorer's front end (views/page/explorer*.js, inline as one module) mounted on
 the whole payload (`page_data`), embedded as JSON (gzipped past `COMPRESS_ABOVE` bytes, and
 opened by the browser's own DecompressionStream): no kernel, nothing fetched. ⏮ ◀ ▶ ⏭, a
 slider, the arrow keys (Home/End for the first and last step), a click on a step in the list
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cgviz.trace.model import Trace
     from cgviz.views.page_data import Progress
 
-__all__ = ["to_html", "KIND_COLORS", "asset"]
+__all__ = ["to_html", "KIND_COLORS", "asset", "explorer_module"]
 
 
 def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, renderer: str = "auto",
@@ -97,7 +97,17 @@ def render_page(data: dict, compress: Optional[bool] = None) -> str:
         payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         kind, attrs = "application/json", ""
     return asset("page.html").format(title=html.escape(data["title"]), css=asset("page.css") + EDGE_CSS,
-                                     payload=payload, payload_type=kind, payload_attrs=attrs, js=asset("explorer.js"))
+                                     payload=payload, payload_type=kind, payload_attrs=attrs, js=explorer_module())
+
+
+#: The front end's files, in the order they make one module: the logic (no document: Node runs
+#: its unit tests, tests/js), the panels drawn from data, then the explorer that mounts them.
+MODULE_PARTS = ("explorer_logic.js", "explorer_panels.js", "explorer.js")
+
+
+def explorer_module() -> str:
+    """The explorer's module, as the page inlines it and the widget loads it (`_esm`)."""
+    return "\n".join(asset(name) for name in MODULE_PARTS)
 
 
 @functools.lru_cache(maxsize=None)

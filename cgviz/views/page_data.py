@@ -1,4 +1,4 @@
-"""The explorer's payload: what both hosts of the front end (views/page/explorer.js) consume.
+"""The explorer's payload: what both hosts of the front end (views/page/explorer*.js) consume.
 
     data = page_data(trace)              # everything: the HTML export embeds it
     data = page_data(trace, range(40))   # the head and steps 0..39 only: a widget's first view
@@ -7,7 +7,8 @@ The head (title, header, notices, the step list's rows, the timeline) is cheap a
 whole; the pictures of a step (tree, pool, snapshot, banner) are what costs, so a widget asks
 for them a window at a time (`PageData.piece`), each piece carrying only the pictures, lines,
 nodes and snapshots not sent before. Indices into those lists never change: the front end
-appends what a piece brings (`merge` in explorer.js).
+appends what a piece brings (`mergePiece` in explorer_logic.js). The records' fields are
+declared in views/payload.py; the head names them (``fields``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cgviz.views.text import (
     time_line,
 )
 from cgviz.views.style import STEP_COLORS, css_variables
+from cgviz.views.payload import FIELDS, KERNEL, KIND_COUNT, META, NODE, ROW, STEP
 from cgviz.views.page_store import SvgKind, SvgStore, linear, looked_up, namespace_ids, runs, strip_prolog
 from cgviz.views.pool_data import POOL_LISTS, WIDENED_NOTE, PoolData
 
@@ -52,14 +54,14 @@ TIMELINE_SIZE = (14.0, 1.9)
 _META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")
 _NOT_SHOWN = ("profile",)  # meta keys the header leaves out: the node panel shows the profile
 _LISTS = ("lines", "trees", "nodes", "snaps", "banners") + POOL_LISTS
+_STEP_TREE = STEP.fields.index("tree")
 
 
 def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: Optional[str] = None,
               renderer: str = "auto", progress: Optional[Progress] = None) -> dict:
     """The payload for `trace`: the head, and the pictures of `steps` (indices; default all).
 
-    ``steps`` then has one entry per step of the trace: ``[tree, pool, snap, node, banner]``
-    (indices into ``trees``, ``pools``, ``snaps``, ``banners``; -1: none), or None for a
+    ``steps`` then has one entry per step of the trace: a `payload.STEP` record, or None for a
     step whose pictures were left out. `progress` (`Progress`) hears how far the pictures are."""
     with _collections_paused():
         data = PageData(trace, title=title, renderer=renderer)
@@ -120,10 +122,8 @@ class PageData:
     def head(self, start: int = 0) -> dict:
         """Title, header, notices, timeline, findings (`_findings`), the list of CUDA graphs made
         outside the trees (``graphs``: HTML, `graph_list_html`; '' when there are none) and what
-        the tree panel says at such a graph's step (``graph_step``), and the step list's rows from
-        step `start` on: ``[kind, headline, reason, note, times]`` (note: where a step sits in a
-        folded block; times: how often a folded step ran, 1 if once), and the graph's id after
-        them for a step of such a graph."""
+        the tree panel says at such a graph's step (``graph_step``), the step list's rows from
+        step `start` on (`payload.ROW`), and the records' fields (``fields``, `payload.FIELDS`)."""
         steps = self.trace.steps
         empty = _empty_message(self.trace)
         timeline, xs = self._timeline()
@@ -134,7 +134,7 @@ class PageData:
             "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
             "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
             "css": css_variables(), "repeats": REPEATS_NOTE, "profile": self._profile(),
-            "graphs": graph_list_html(self.trace), "graph_step": GRAPH_STEP_NOTE,
+            "graphs": graph_list_html(self.trace), "graph_step": GRAPH_STEP_NOTE, "fields": FIELDS,
         }
 
     def grow(self, start: int) -> None:
@@ -197,7 +197,7 @@ class PageData:
             at = {}
             for i in wanted:
                 rec = at[str(i)] = self._record(i, None, drawings[i])
-                rec[0] = drawings[i]  # a record made before may name an older drawing
+                rec[_STEP_TREE] = drawings[i]  # a record made before may name an older drawing
         else:
             at = {str(i): self._record(i, None) for i in wanted}
         return {**self._new_items(), "at": at, **({"tree": tree} if tree is not None else {})}
@@ -232,7 +232,7 @@ class PageData:
                                     lambda: self.trees.add(strip_prolog(self._tree_svg(snap, step))))
             pool = self._cached(("pool", id(snap)), snap, lambda: self.pools.add(snap))
             sidx = self._snap_index(snap)
-        rec = self._records[i] = [tree, pool, sidx, step.node, self._banner(i)]
+        rec = self._records[i] = STEP.pack(tree=tree, pool=pool, snap=sidx, node=step.node, banner=self._banner(i))
         return rec
 
     def _tree_svg(self, snap: "Snapshot", step: "Step") -> str:
@@ -285,8 +285,9 @@ class PageData:
                                    repr(o.values)) for o in n.outputs))
 
         def add() -> int:
-            self.node_recs.append([n.id, n.function, n.kind, n.parent, list(n.children), n.generation,
-                                   n.replays, n.signature, [output_row(o) for o in n.outputs]])
+            self.node_recs.append(NODE.pack(id=n.id, function=n.function, kind=n.kind, parent=n.parent,
+                                            children=list(n.children), generation=n.generation, replays=n.replays,
+                                            signature=n.signature, outputs=[output_row(o) for o in n.outputs]))
             return len(self.node_recs) - 1
         self._keep.append(n)  # the id() cache relies on the object staying alive
         index = self._node_ids[id(n)] = self._cached_key(key, add)
@@ -362,25 +363,26 @@ class PageData:
 
     # -- text -------------------------------------------------------------------------------------
     def _header(self) -> dict:
-        """``meta`` ([key, text] pairs), ``count`` (the steps, and calls when repeats were folded)
-        and ``kinds`` ([kind, count] for the kinds that occur). A merged trace's ranks are said in
-        words (`ranks_summary`, which says the world size too), and a trace's devices too
-        (`devices_summary`)."""
+        """``meta`` (`payload.META` records), ``count`` (the steps, and calls when repeats were
+        folded) and ``kinds`` (`payload.KIND_COUNT`, for the kinds that occur). A merged trace's
+        ranks are said in words (`ranks_summary`, which says the world size too), and a trace's
+        devices too (`devices_summary`)."""
         from cgviz.views.text import devices_summary, ranks_summary
 
         meta = self.trace.meta
         hidden = _NOT_SHOWN + (("world_size",) if "ranks" in meta else ())
         keys = [k for k in _META_ORDER if k in meta] + sorted(k for k in meta if k not in _META_ORDER and k not in hidden)
-        items = [[k, ranks_summary(meta) if k == "ranks"
-                  else devices_summary(v) if k == "devices" and isinstance(v, list)
-                  else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)]
+        items = [META.pack(key=k, text=ranks_summary(meta) if k == "ranks"
+                           else devices_summary(v) if k == "devices" and isinstance(v, list)
+                           else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
                  for k, v in ((k, meta[k]) for k in keys)]
         n, calls = len(self.trace.steps), self.trace.calls
         count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} calls, repeats counted)" if calls != n else "")
-        return {"meta": items, "count": count, "kinds": [[k, v] for k, v in self.trace.counts().items() if v]}
+        return {"meta": items, "count": count,
+                "kinds": [KIND_COUNT.pack(kind=k, count=v) for k, v in self.trace.counts().items() if v]}
 
     def _profile(self) -> dict:
-        """Per node id: its times in words and its graph's kernels (short names, counts) from
+        """Per node id: its times in words and its graph's kernels (`payload.KERNEL`) from
         ``trace.meta["profile"]`` (`Tree(profile=True)`)."""
         out = {}
         for node_id, entry in (self.trace.meta.get("profile") or {}).items():
@@ -388,7 +390,8 @@ class PageData:
                 continue
             kernels = entry.get("kernels") or []
             out[str(node_id)] = {"time": time_line(entry),
-                                 "kernels": [[kernel_label(str(name)), count, str(name)] for name, count in kernels]}
+                                 "kernels": [KERNEL.pack(label=kernel_label(str(name)), count=count, name=str(name))
+                                             for name, count in kernels]}
         return out
 
     def _findings(self) -> list[dict]:
@@ -420,8 +423,8 @@ class PageData:
             if step.repeat == 1 and block_end >= 0:
                 span = steps[block_end].span
                 note = f" · ×{times[i]} (step {i - (block_end - span)} of a {span}-step block)"
-            rows.append([step.kind, step.headline(), step.reason, note, times[i]]
-                        + ([step.graph] if step.graph is not None else []))
+            rows.append(ROW.pack(kind=step.kind, headline=step.headline(), reason=step.reason, note=note,
+                                 times=times[i], graph=step.graph))
         return rows
 
     def _timeline(self) -> tuple[str, list[float]]:

@@ -5,7 +5,7 @@
     explorer = cgviz.Explorer(tree, workload=fn)  # adds "run next call": fn() runs the next call
     explorer.step = 12                            # moves the view; a click in it updates .step
 
-An anywidget whose front end is the HTML export's own module (views/page/explorer.js), so a
+An anywidget whose front end is the HTML export's own module (views/page/explorer*.js), so a
 notebook and an exported page show the same thing the same way. The kernel sends the head
 (step list, timeline) at once and the pictures a window of steps at a time, as the front end
 asks for them: a long trace opens at once, and stepping within what arrived needs no kernel.
@@ -22,7 +22,7 @@ import anywidget
 import traitlets
 
 from cgviz.trace.model import Step, Trace
-from cgviz.views.html import asset
+from cgviz.views.html import asset, explorer_module
 from cgviz.views.html_trees import EDGE_CSS
 from cgviz.views.page_data import PageData
 from cgviz.views.static_view import STILL_CLASS, static_html
@@ -75,7 +75,7 @@ class Explorer(anywidget.AnyWidget):
     `live_interval`: while a cell drives a live tree, send new steps at most this often
     (seconds); what arrived last is sent when the cell ends."""
 
-    _esm = asset("explorer.js")
+    _esm = explorer_module()
     _css = asset("page.css") + EDGE_CSS
     step = traitlets.Int(0).tag(sync=True)
     selected = traitlets.Int(None, allow_none=True).tag(sync=True)
