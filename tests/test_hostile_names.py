@@ -20,10 +20,10 @@ import pytest
 from hostile_trace import HOSTILE, hostile_trace, shown
 
 import cgviz
-from cgviz.views import tree as tree_view
 from cgviz.views.html import to_html
 from cgviz.views.page_data import page_data
-from cgviz.views.tree import builtin_tree_svg, dot_available, to_dot, tree_svg
+from cgviz.views.tree import GraphvizError, builtin_tree_svg, dot_available, to_dot, tree_svg
+from cgviz.views.tree.dot import graphviz_svg
 
 needs_dot = pytest.mark.skipif(not dot_available(), reason="Graphviz's dot is not installed")
 
@@ -210,12 +210,12 @@ def test_links_and_handlers_in_what_graphviz_returns_are_taken_out(trace: Any, m
         return svg.encode()
 
     monkeypatch.setattr(graphviz, "pipe", tampered)
-    tree_view._graphviz_svg.cache_clear()
+    graphviz_svg.cache_clear()
     try:
         step = trace.steps[-3]
         svg = tree_svg(step.snapshot, step, renderer="graphviz")
     finally:
-        tree_view._graphviz_svg.cache_clear()
+        graphviz_svg.cache_clear()
     for planted in ("x1()", "x2()", "x3()", "x4", "x5()", "x6", "x7()", 'target="_self"', "<script", "foreignObject"):
         assert planted not in svg
     assert svg_problems(svg) == []
@@ -231,10 +231,10 @@ def test_a_failing_dot_is_a_cgviz_error_or_the_built_in_layout(trace: Any, monke
                                           stderr=b"Error: not well-formed (invalid token) in line 1\nmore\n")
 
     monkeypatch.setattr(graphviz, "pipe", failing)
-    tree_view._graphviz_svg.cache_clear()
+    graphviz_svg.cache_clear()
     step = trace.steps[-3]
     try:
-        with pytest.raises(tree_view.GraphvizError) as caught:
+        with pytest.raises(GraphvizError) as caught:
             tree_svg(step.snapshot, step, renderer="graphviz")
         message = str(caught.value)
         assert "dot" in message and "not well-formed (invalid token)" in message and "renderer='builtin'" in message
@@ -243,10 +243,10 @@ def test_a_failing_dot_is_a_cgviz_error_or_the_built_in_layout(trace: Any, monke
         assert 'class="cgviz-notice"' in auto and "Graphviz" in auto and 'id="node-0"' in auto
         page = to_html(trace)  # auto: Graphviz chosen, then a tree it cannot draw drawn built in
         assert "not well-formed" in page
-        with pytest.raises(tree_view.GraphvizError):
+        with pytest.raises(GraphvizError):
             to_html(trace, renderer="graphviz")
     finally:
-        tree_view._graphviz_svg.cache_clear()
+        graphviz_svg.cache_clear()
 
 
 # -- the built-in layout -------------------------------------------------------------------------
@@ -387,12 +387,12 @@ def test_a_merged_trace_draws_a_tree_dot_fails_on_built_in(monkeypatch: Any) -> 
 
     merged = merge([rank(0), rank(1)])
     monkeypatch.setattr(graphviz, "pipe", failing)
-    tree_view._graphviz_svg.cache_clear()
+    graphviz_svg.cache_clear()
     try:
         data = page_data(merged, renderer="auto")
         drawn = "\n".join(data["lines"])
         assert "syntax error in line 1" in drawn and 'id="node-0"' in drawn
-        with pytest.raises(tree_view.GraphvizError):
+        with pytest.raises(GraphvizError):
             page_data(merged, renderer="graphviz")
     finally:
-        tree_view._graphviz_svg.cache_clear()
+        graphviz_svg.cache_clear()

@@ -23,7 +23,7 @@ import pytest
 from cgviz.scenarios import run_scenario
 from cgviz.trace.model import Trace
 from cgviz.views.html import to_html
-from cgviz.views.html_trees import KEYFRAME
+from cgviz.views.tree.frames import KEYFRAME
 from cgviz.views.tree import builtin_tree_svg
 from test_html import page_data
 

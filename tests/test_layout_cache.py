@@ -1,4 +1,4 @@
-"""The built-in layout worked out level by level and cached across trees (`tree.LayoutCache`)
+"""The built-in layout worked out level by level and cached across trees (`layout.LayoutCache`)
 gives exactly what the plain walk gives, and so do the drawings of a page's structures made
 one after another (`frames.DrawCache`), the page's lines stored as lines, and the trace's
 text check that runs before a page is made."""
@@ -15,8 +15,7 @@ import pytest
 
 from cgviz.trace import io
 from cgviz.trace.model import NodeView, OutputView, Snapshot
-from cgviz.views.tree import frames
-from cgviz.views import tree as tv
+from cgviz.views.tree import frames, layout
 from cgviz.views.page_store import SvgStore, runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +92,7 @@ def plain_layout(ids: set[int], sizes: dict, snapshot: Snapshot) -> tuple[dict[i
         if not kids[v]:
             contour[v] = _PlainContour(half)
             continue
-        offsets, acc = _plain_row([contour.pop(c) for c in kids[v]], tv._SIBLING_GAP)
+        offsets, acc = _plain_row([contour.pop(c) for c in kids[v]], layout.SIBLING_GAP)
         mid = (offsets[0] + offsets[-1]) / 2
         for c, off in zip(kids[v], offsets):
             rel[c] = off - mid
@@ -103,7 +102,7 @@ def plain_layout(ids: set[int], sizes: dict, snapshot: Snapshot) -> tuple[dict[i
         acc.rights.append(half - acc.dr)
         contour[v] = acc
     top = [r for r in roots if r in contour]
-    x = dict(zip(top, _plain_row([contour[r] for r in top], tv._SIBLING_GAP * 1.6)[0]))
+    x = dict(zip(top, _plain_row([contour[r] for r in top], layout.SIBLING_GAP * 1.6)[0]))
     parent_of = {c: p for p in order for c in kids[p]}
     for v in order:
         if v not in x:
@@ -168,8 +167,8 @@ def test_layout_is_the_plain_walks(seed):
         snap = malformed(rng, snap)
     ids = {n.id for n in snap.nodes}
     sizes = random_sizes(rng, ids)
-    assert tv._tidy_layout(ids, sizes, snap) == plain_layout(ids, sizes, snap)
-    assert tv._tidy_layout(ids, sizes, snap, tv.LayoutCache()) == plain_layout(ids, sizes, snap)
+    assert layout.tidy_layout(ids, sizes, snap) == plain_layout(ids, sizes, snap)
+    assert layout.tidy_layout(ids, sizes, snap, layout.LayoutCache()) == plain_layout(ids, sizes, snap)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -177,7 +176,7 @@ def test_cached_layout_is_a_fresh_one_as_a_tree_grows(seed):
     """A tree grows a node at a time (now and then a box grows, or a node goes), laid out with
     one cache throughout: each layout is the one made from scratch."""
     rng = random.Random(seed)
-    cache = tv.LayoutCache()
+    cache = layout.LayoutCache()
     parents: dict[int, Optional[int]] = {}
     sizes: dict[int, tuple[float, float]] = {}
     for i in range(120):
@@ -189,8 +188,8 @@ def test_cached_layout_is_a_fresh_one_as_a_tree_grows(seed):
         snap = snapshot_of(parents)
         ids = [n.id for n in snap.nodes]
         sizes = random_sizes(rng, ids, sizes)
-        assert tv._boxes(ids, sizes, snap, 40.0, cache) == tv._boxes(ids, sizes, snap, 40.0)
-        assert tv._tidy_layout(set(ids), sizes, snap, cache) == plain_layout(set(ids), sizes, snap)
+        assert layout.boxes(ids, sizes, snap, 40.0, cache) == layout.boxes(ids, sizes, snap, 40.0)
+        assert layout.tidy_layout(set(ids), sizes, snap, cache) == plain_layout(set(ids), sizes, snap)
 
 
 def test_drawings_made_in_turn_are_the_ones_made_alone():
@@ -200,11 +199,11 @@ def test_drawings_made_in_turn_are_the_ones_made_alone():
     states = frames.TreeStates(lambda lines: 0)
     for step in trace.steps:
         states.add(step)
-    structures = sorted(states._structures.values(), key=lambda s: s.index)
+    structures = states.structures()
     assert len(structures) > 20
     cache, memo = frames.DrawCache(), {}
     for s in structures:
-        args = (s, states._steps[s.first], states.looks, states._sizes)
+        args = (s, states.frames[s.first], states.looks, states.sizes)
         lines = frames.draw_structure(*args, memo, cache, lines=True)
         alone = frames.draw_structure(*args, {})
         assert "\n".join(lines) == alone

@@ -8,7 +8,7 @@ import pytest
 
 from cgviz.scenarios import SCENARIOS, run_scenario
 from cgviz.trace.io import load_trace, save_trace
-from cgviz.views.html_trees import TreeStates
+from cgviz.views.tree.frames import TreeStates
 
 
 def _states_in_words(states: TreeStates, frame) -> dict[int, tuple]:
@@ -33,16 +33,16 @@ def test_each_steps_states_equal_those_worked_out_for_it_alone(name, tmp_path):
             continue
         alone = TreeStates(lambda lines: 0)
         alone.add(step)
-        frame = sequential._steps[i]
-        prev = next((f for f in reversed(sequential._steps[:i]) if f is not None), None)
+        frame = sequential.frames[i]
+        prev = next((f for f in reversed(sequential.frames[:i]) if f is not None), None)
         grew += prev is not None and prev.structure is not frame.structure
-        assert _states_in_words(sequential, frame) == _states_in_words(alone, alone._steps[0]), f"step {i}"
+        assert _states_in_words(sequential, frame) == _states_in_words(alone, alone.frames[0]), f"step {i}"
     assert grew, "the tree never changed structure: the carry-over across structures is not exercised"
 
 
 def test_digits_are_equally_wide_as_the_looks_cache_assumes():
     """A node's look and box are kept for any replay count of as many digits
     (`TreeStates._card`): that holds only while every digit is as wide as the others."""
-    from cgviz.views.tree import _SIZE_META, _text_width
+    from cgviz.views.tree.card import SIZE_META, text_width
 
-    assert len({_text_width(d, _SIZE_META) for d in "0123456789"}) == 1
+    assert len({text_width(d, SIZE_META) for d in "0123456789"}) == 1

@@ -1,4 +1,4 @@
-"""The widget's trees, sent a window of steps at a time (views/tree_windows.py): whatever order
+"""The widget's trees, sent a window of steps at a time (views/tree/windows.py): whatever order
 the windows are asked in, each step's tree, rebuilt the way the front end rebuilds it, is the
 tree the whole-page export shows for that step."""
 
@@ -172,7 +172,7 @@ def test_each_structure_is_drawn_once_whatever_order_the_windows_come_in(name):
     included) and for more replays, so a jump far ahead does not make the kernel draw a structure
     again (a new 1,000-node drawing is what makes a jump slow in the browser)."""
     from cgviz.scenarios import run_scenario
-    from cgviz.views.tree_windows import TreeWindows
+    from cgviz.views.tree.windows import TreeWindows
 
     steps = run_scenario(name, "sim").trace.steps
     windows = TreeWindows(lambda lines: 0)
@@ -180,4 +180,4 @@ def test_each_structure_is_drawn_once_whatever_order_the_windows_come_in(name):
     random.Random(1).shuffle(order)
     for start in order:
         windows.piece(steps, range(start, min(start + 4, len(steps))))
-    assert len(windows.structs) == len(windows._states._structures)
+    assert len(windows.structs) == len(windows._states.structures())

@@ -13,8 +13,8 @@ import pytest
 
 from cgviz.scenarios import run_scenario
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step
-from cgviz.views import tree as tv
-from cgviz.views.tree import MARKS, STYLE, builtin_tree_svg, node_state, to_dot, tree_svg
+from cgviz.views.tree import MARKS, STYLE, builtin_tree_svg, dot_available, node_state, render, to_dot, tree_svg
+from cgviz.views.tree.card import MAX_OUTPUT_LINES
 
 HAS_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAS_DOT, reason="Graphviz `dot` is not installed")
@@ -238,8 +238,8 @@ def test_many_outputs_are_summed_up():
     outs = [OutputView(i, [2], "float32", 8, None, "live" if i % 3 else "dead") for i in range(30)]
     snap = Snapshot([NodeView(0, "f", "graph", None, [], 1, 0, outs)], 0, [0], "execution", 1)
     text = label_text(parse_dot(to_dot(snap))[0]["n0"]["label"])
-    assert f"{30 - tv.MAX_OUTPUT_LINES + 1} more: " in text
-    assert text.count("●") + text.count("○") == tv.MAX_OUTPUT_LINES - 1
+    assert f"{30 - MAX_OUTPUT_LINES + 1} more: " in text
+    assert text.count("●") + text.count("○") == MAX_OUTPUT_LINES - 1
 
 
 def test_node_state_of_a_recording_step(traces):
@@ -465,7 +465,7 @@ def test_large_trees_render_completely(shape):
 
 def test_auto_falls_back_to_builtin_with_a_notice(traces, monkeypatch):
     snap = traces["branching"].last_snapshot()
-    monkeypatch.setattr(tv, "dot_available", lambda: False)
+    monkeypatch.setattr(render, "dot_available", lambda: False)
     svg = tree_svg(snap)
     root = check_svg_content(svg, snap)
     assert "data-node=" in svg  # the built-in renderer
@@ -482,28 +482,32 @@ def test_auto_uses_graphviz_when_dot_is_found(traces):
     snap = traces["branching"].last_snapshot()
     svg = tree_svg(snap)
     assert 'class="node cgviz-node' in svg and "data-node=" not in svg
-    assert tv.dot_available() is True
+    assert dot_available() is True
 
 
 @needs_dot
 def test_auto_draws_large_trees_with_the_builtin_layout_and_says_so(traces, monkeypatch):
     snap = traces["branching"].last_snapshot()
-    monkeypatch.setattr(tv, "AUTO_GRAPHVIZ_MAX_NODES", len(snap.nodes) - 1)
+    monkeypatch.setattr(render, "AUTO_GRAPHVIZ_MAX_NODES", len(snap.nodes) - 1)
     svg = tree_svg(snap)
     check_svg_content(svg, snap)
     assert "data-node=" in svg  # the built-in renderer
     assert f"{len(snap.nodes)} nodes: built-in layout" in svg
     assert 'class="node cgviz-node' in tree_svg(snap, renderer="graphviz")  # asked for: Graphviz anyway
-    monkeypatch.setattr(tv, "AUTO_GRAPHVIZ_MAX_NODES", len(snap.nodes))
+    monkeypatch.setattr(render, "AUTO_GRAPHVIZ_MAX_NODES", len(snap.nodes))
     assert "data-node=" not in tree_svg(snap)
 
 
 def test_availability_check_is_cached(monkeypatch):
+    pytest.importorskip("graphviz")
     calls = []
-    monkeypatch.setattr(tv, "_DOT_AVAILABLE", None)
-    monkeypatch.setattr(tv, "_check_dot", lambda: calls.append(1) or False)
-    assert tv.dot_available() is False and tv.dot_available() is False
-    assert calls == [1]
+    monkeypatch.setattr(shutil, "which", lambda name: calls.append(name) or name)
+    dot_available.cache_clear()
+    try:
+        assert dot_available() is True and dot_available() is True
+    finally:
+        dot_available.cache_clear()
+    assert calls == ["dot"]
 
 
 def test_unknown_renderer(traces):

@@ -106,15 +106,9 @@ def _tree_part(r: TreeKey, snap: "Snapshot", step: Optional["Step"], own: bool, 
         found = drawn.get(key)
         if found is not None and found[0] is snap:
             return found[1], found[2]
-    from cgviz.views.tree import GRAPHVIZ_FAILED_NOTICE, GraphvizError, builtin_tree_svg, tree_svg
+    from cgviz.views.tree import tree_svg
 
-    try:
-        svg = tree_svg(snap, step, renderer=renderer, legend=legend)
-    except GraphvizError as exc:
-        if not fallback:
-            raise
-        svg = builtin_tree_svg(snap, step, legend=legend, notice=GRAPHVIZ_FAILED_NOTICE.format(problem=exc.problem))
-    svg = strip_prolog(svg)
+    svg = strip_prolog(tree_svg(snap, step, renderer=renderer, legend=legend, fallback=fallback))
     if not own:
         svg = namespace_ids(svg, tree_id_prefix(r))
     size = _size(svg)

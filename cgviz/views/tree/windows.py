@@ -1,6 +1,6 @@
 """The widget's trees, a window of steps at a time, the way the HTML export stores them.
 
-The export (`html_trees.TreeStates`) sees every step before it draws: each tree structure is
+The export (`frames.TreeStates`) sees every step before it draws: each tree structure is
 drawn once, with every box as large as any step makes it, and each step is a delta of node
 looks. A widget cannot wait for that: its kernel sends the steps around the one shown, then
 more as the user moves. So here each structure is drawn when a window first needs it, with
@@ -15,17 +15,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from cgviz.views import tree as _tree
-from cgviz.views.tree.frames import DrawCache, TreeStates, _delta, _Frame, _Structure, draw_structure
+from cgviz.views.tree.card import LINE_BADGE, PAD_X, SIZE_META, card, card_size, text_width, widest_badge
+from cgviz.views.tree.frames import DrawCache, Frame, Structure, TreeStates, draw_structure, frame_delta
 
 if TYPE_CHECKING:
     from cgviz.trace.model import Step
 
 __all__ = ["TreeWindows"]
 
-# the widest of the badges any node may get while steps run (see tree._card)
-_BADGE_WIDTH = max(_tree._text_width(text, _tree._SIZE_BADGE, True)
-                   for text in [b[1] for b in _tree._STEP_BADGES.values()] + [_tree.CURRENT_BADGE, _tree.INVALIDATED_BADGE])
+_BADGE_WIDTH = widest_badge()  # room for any badge a later step gives a box
 
 
 class TreeWindows:
@@ -53,7 +51,7 @@ class TreeWindows:
         drawing: dict[int, int] = {}
         keys: dict[str, list[int]] = {}
         delta: dict[str, list[int]] = {}
-        before: Optional[_Frame] = None
+        before: Optional[Frame] = None
         last = -2
         for i in sorted(set(wanted)):
             frame, new = self._frame(steps[i])
@@ -61,7 +59,7 @@ class TreeWindows:
             if run_starts:  # a new run: its first step's whole state
                 keys[str(i)] = frame.flat() if frame is not None else []
             else:
-                delta[str(i)] = [] if frame is None or frame is before else _delta(before, frame)
+                delta[str(i)] = [] if frame is None or frame is before else frame_delta(before, frame)
             if run_starts or frame is not None:
                 before = frame
             drawing[i] = -1 if frame is None else self._drawing(frame, new)
@@ -72,21 +70,19 @@ class TreeWindows:
         self._sent_structs, self._sent_looks = len(self.structs), len(looks)
         return drawing, out
 
-    def _frame(self, step: "Step") -> tuple[Optional[_Frame], bool]:
+    def _frame(self, step: "Step") -> tuple[Optional[Frame], bool]:
         """The tree after `step` (None: no snapshot), and whether it was built just now."""
         if step.snapshot is None:
             return None, False
-        known = len(self._states._frames)
-        frame = self._states._frame(step.snapshot, step)
-        return frame, len(self._states._frames) > known
+        return self._states.frame(step.snapshot, step)
 
-    def _drawing(self, frame: _Frame, new: bool) -> int:
+    def _drawing(self, frame: Frame, new: bool) -> int:
         """The drawing of `frame`'s structure whose boxes hold every look seen so far: the one
         made before, unless `frame` is new and made a box of it grow since. (A frame seen
         before was checked then, and drawings only grow.)"""
         structure = frame.structure
         got = self._drawn.get(structure.index)
-        if got is not None and (not new or _fits(self._states._sizes, got[1])):
+        if got is not None and (not new or _fits(self._states.sizes, got[1])):
             return got[0]
         roomy = self._roomy(structure)
         lines = draw_structure(structure, frame, self._states.looks, roomy, self._memo, self._cache, lines=True)
@@ -95,22 +91,22 @@ class TreeWindows:
         self._drawn[structure.index] = (index, roomy)
         return index
 
-    def _roomy(self, structure: _Structure) -> dict[int, list[float]]:
+    def _roomy(self, structure: Structure) -> dict[int, list[float]]:
         """Box sizes to draw `structure` with: what the steps seen need, and room for what the
         coming steps commonly add (a badge or two, a replay count ten times larger), so that
         stepping on rarely needs a new drawing."""
-        seen = self._states._sizes
+        seen = self._states.sizes
         snap = structure.snapshot
         out: dict[int, list[float]] = {}
         for k, n in zip(structure.statics, snap.nodes):
             w, h, low = seen[k]
             bare = self._bare.get(k)
             if bare is None:  # the box with no badge: as short as the node's box gets
-                card = _tree._card(snap, n, None, None, set(), set())
-                bare = self._bare[k] = _tree._card_size(card)[1] - _tree._LINE_BADGE * len(card.badges)
+                box = card(snap, n, None, None, set(), set())
+                bare = self._bare[k] = card_size(box)[1] - LINE_BADGE * len(box.badges)
             replays = f"gen {n.generation} · {max(10 * n.replays, 99)} replays"
-            room = max(_BADGE_WIDTH, _tree._text_width(replays, _tree._SIZE_META)) + 2 * _tree._PAD_X
-            out[k] = [max(w, room), max(h, bare + 2 * _tree._LINE_BADGE), min(low, bare)]
+            room = max(_BADGE_WIDTH, text_width(replays, SIZE_META)) + 2 * PAD_X
+            out[k] = [max(w, room), max(h, bare + 2 * LINE_BADGE), min(low, bare)]
         return out
 
 
