@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 BINDER = ROOT / "binder"
 NOTEBOOK = ROOT / "notebooks" / "01_why_cuda_graphs.ipynb"
 TORCH_INDEX_HOST = "download.pytorch.org"

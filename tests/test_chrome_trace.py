@@ -23,8 +23,8 @@ from cgviz.trace import io
 from cgviz.trace.chrome_trace import ProfilerTraceError, load_profiler_trace, to_chrome_trace
 from cgviz.trace.io import TraceFormatError
 from cgviz.trace.model import Step, Trace
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CALL_KINDS = ("warmup", "record", "execute", "eager", "error")
 METADATA = {"process_name": "name", "thread_name": "name", "process_labels": "labels",
             "process_sort_index": "sort_index", "thread_sort_index": "sort_index"}
@@ -86,11 +86,6 @@ def decisions(data: dict) -> list[dict]:
 
 
 # -- sim scenarios ------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def scenario_traces() -> dict[str, Trace]:
-    return {name: run_scenario(name, device="sim").trace for name in SCENARIOS}
-
-
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario_exports_are_valid_and_draw_every_decision(scenario_traces, name):
     trace = scenario_traces[name]

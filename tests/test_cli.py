@@ -8,14 +8,13 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from cgviz.cli import main
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 HAVE_IO = importlib.util.find_spec("cgviz.trace.io") is not None
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import cgviz
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 300
 
 PROGRAM = """\

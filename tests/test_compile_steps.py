@@ -6,21 +6,15 @@ GPU-recorded traces of the same (examples/surprises) are tested in test_surprise
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 import cgviz
 from cgviz.observe import naming
 from cgviz.observe import torch_compile as tc
 from cgviz.trace.diagnose import user_source
+from helpers import line_of
 
 HERE = __file__.rsplit("/", 1)[-1]
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def branchy(x):

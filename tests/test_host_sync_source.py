@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 import cgviz
+from helpers import line_of
 
 
 def branches(x):
@@ -23,11 +22,6 @@ def masks(x):
 
 def called_from_a_helper(x):
     return branches(x) * 3
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def eager_reasons(fn) -> list[str]:

@@ -22,10 +22,10 @@ from cgviz.observe.graph_batch import current, graph_batch
 from cgviz.trace.graph_groups import families, own_graphs, pools
 from cgviz.trace.io import TraceFormatError, dumps, loads
 from cgviz.trace.model import GraphView, Step, Trace
+from helpers import ROOT
 from torch_surface import RELEASES, compare_release, load_surface
 
 GRAPHS = "torch/cuda/graphs.py"
-ROOT = Path(__file__).resolve().parent.parent
 TORCH_SRC = Path(os.environ.get("CGVIZ_TORCH_SRC", ROOT.parent / "shared" / "torch-src"))
 HOOKS_SINCE = layout.SINCE["graphs.register_graph_instantiate_hook"]
 

@@ -32,6 +32,7 @@ from cgviz.observe import _torch_layout as layout
 from cgviz.observe import torch_compile as tc
 from cgviz.trace.diagnose import stack_frames, torch_skip
 from cgviz.trace.model import Step, Trace
+from helpers import line_of
 
 HERE = Path(__file__).name
 
@@ -43,12 +44,6 @@ def bump(x):
 
 def scaled(x, scale):
     return (x * 2).sum(0) + scale.to(x.device)
-
-
-def line_of(fn, text: str) -> int:
-    """The line number of `text` in fn's source."""
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def traced(fn, *inputs):

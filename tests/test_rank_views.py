@@ -19,6 +19,7 @@ from cgviz.views.page_data import TIMELINE_SIZE, page_data
 from cgviz.views.text import ranks_summary
 from cgviz.views.timeline import timeline_figure, timeline_png
 
+from helpers import by_gid
 from test_ranks import ODD_STEP, _step, _trace, train
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -46,12 +47,6 @@ def interleaved(world: int, steps: int = 6) -> Trace:
     return merge([_trace([_step(i, kinds[i % len(kinds)], "f", 0, start=i + r / world,
                                 generation=1 + (i >= steps // 2)) for i in range(steps)], rank=r, world_size=world)
                   for r in range(world)])
-
-
-def by_gid(fig, gid):
-    found = [a for a in fig.findobj() if getattr(a, "get_gid", lambda: None)() == gid]
-    assert len(found) == 1, f"{len(found)} artists with gid {gid}"
-    return found[0]
 
 
 def lanes(fig) -> dict[str, float]:

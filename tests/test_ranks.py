@@ -26,8 +26,8 @@ from cgviz.trace.ranks import (
     MergeError, RankError, diagnose_merged, divergence, is_merged, merge, rank_path, rank_traces,
 )
 from cgviz.views.text import headline
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 OLD = ROOT / "tests" / "data" / "old_layout"
 WORLD = 2
 STEPS = 8

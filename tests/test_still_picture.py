@@ -10,9 +10,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-pytest.importorskip("anywidget")
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("anywidget")
 
 
 def test_a_notebook_read_without_a_kernel_shows_the_explorers_step(tmp_path):

@@ -7,7 +7,6 @@ right for the case; on the fixed run that finding is gone.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import NamedTuple, Optional
 
 import pytest
@@ -15,8 +14,8 @@ import pytest
 import cgviz
 from cgviz.data import surprise_names, surprise_trace
 from cgviz.trace.diagnose import finding_record
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "examples" / "surprises"
 
 

@@ -25,6 +25,7 @@ import pytest
 
 from cgviz.engine import _torch_compat as compat
 from cgviz.observe import _torch_layout as layout
+from helpers import ROOT
 from torch_surface import (
     ALIASES,
     CONFIG,
@@ -43,7 +44,6 @@ from torch_surface import (
     strict_original,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "torch_surface.py"
 # torch's sources by release, where at hand (CI has none: there the recorded JSON is what is checked)
 TORCH_SRC = Path(os.environ.get("CGVIZ_TORCH_SRC", ROOT.parent / "shared" / "torch-src"))

@@ -9,7 +9,6 @@ import threading
 
 import pytest
 
-from cgviz.scenarios import run_scenario
 from cgviz.views.text import format_bytes
 from cgviz.trace.model import STEP_KINDS, Block, NodeView, OutputView, Segment, Snapshot, Trace
 from cgviz.views.style import (
@@ -33,14 +32,12 @@ from cgviz.views.pool import (
     pool_totals,
 )
 from cgviz.views.svg_output import figure_png, figure_svg
+from helpers import GPU_TRACES, texts
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from cgviz.data import GPU_DIR  # noqa: E402
-
-GPU_TRACES = sorted(str(p) for p in GPU_DIR.glob("*.cgtrace.json"))  # shipped with cgviz
 BASE = 0x7F0000000000
 
 
@@ -109,10 +106,6 @@ def drawn_rectangles(fig) -> dict[int, dict]:
     return out
 
 
-def texts(fig) -> list[str]:
-    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
-
-
 def legend_texts(fig) -> list[str]:
     """The legend's entries, top to bottom."""
     entries = [t for t in fig.findobj(Text) if (t.get_gid() or "").startswith("pool-legend-text-")]
@@ -158,11 +151,6 @@ def synthetic_pool(nseg: int = 100, nblocks: int = 2000, nodes: int = 30) -> Sna
         for n in sorted(views)
     ]
     return Snapshot(nodes_, None, [], "execution", 1, segments)
-
-
-@pytest.fixture(scope="module")
-def traces() -> dict[str, Trace]:
-    return {name: run_scenario(name, "sim").trace for name in ("branching", "generations", "training", "fwd_bwd")}
 
 
 # --- colours ---------------------------------------------------------------------------
@@ -237,8 +225,8 @@ def check_blocks_match(snapshot: Snapshot) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", ["branching", "generations", "training", "fwd_bwd"])
-def test_pool_blocks_match_every_snapshot_of_a_scenario(traces, name):
-    for snapshot in snapshots_of(traces[name]):
+def test_pool_blocks_match_every_snapshot_of_a_scenario(scenario_traces, name):
+    for snapshot in snapshots_of(scenario_traces[name]):
         check_blocks_match(snapshot)
 
 
@@ -253,9 +241,9 @@ def test_pool_blocks_match_gpu_traces():
     assert "unowned" not in seen
 
 
-def test_branching_sibling_reuse_draws_both_owners(traces):
+def test_branching_sibling_reuse_draws_both_owners(scenario_traces):
     # after recording B' (node 5) under A (node 2): B' sits where B used to, A's output is live
-    trace = traces["branching"]
+    trace = scenario_traces["branching"]
     step = next(s for s in trace.steps if s.kind == "record" and s.function == "B'")
     drawn = pool_blocks(step.snapshot)
     owned = {d["node"]: d for d in drawn if d["category"] == "output"}
@@ -278,9 +266,9 @@ def check_figure(snapshot: Snapshot, **kw):
     return fig, rects
 
 
-def test_figure_draws_exactly_pool_blocks_with_totals_in_title(traces):
+def test_figure_draws_exactly_pool_blocks_with_totals_in_title(scenario_traces):
     for name in ("branching", "fwd_bwd", "training"):
-        for snapshot in snapshots_of(traces[name]):
+        for snapshot in snapshots_of(scenario_traces[name]):
             fig, _ = check_figure(snapshot)
             title = fig._suptitle.get_text()
             assert f"{format_bytes(snapshot.reserved_bytes)} reserved" in title
@@ -291,8 +279,8 @@ def test_figure_draws_exactly_pool_blocks_with_totals_in_title(traces):
                 snapshot.reserved_bytes, snapshot.allocated_bytes, true_live(snapshot))
 
 
-def test_figure_labels_segments_and_legend_names_owning_nodes(traces):
-    trace = traces["fwd_bwd"]
+def test_figure_labels_segments_and_legend_names_owning_nodes(scenario_traces):
+    trace = scenario_traces["fwd_bwd"]
     snapshot = trace.steps[-1].snapshot
     fig, _ = check_figure(snapshot)
     words = "\n".join(texts(fig))
@@ -313,8 +301,8 @@ def test_figure_labels_segments_and_legend_names_owning_nodes(traces):
     assert any("drawn 3% wide" in t for t in texts(fig))
 
 
-def test_highlight_node_outlines_its_blocks_and_fades_the_others(traces):
-    snapshot = traces["fwd_bwd"].steps[-1].snapshot
+def test_highlight_node_outlines_its_blocks_and_fades_the_others(scenario_traces):
+    snapshot = scenario_traces["fwd_bwd"].steps[-1].snapshot
     owners = sorted({b.node for s in snapshot.segments for b in s.blocks if b.allocated and b.node is not None})
     target = owners[0]
     fig, rects = check_figure(snapshot, highlight_node=target)
@@ -375,8 +363,8 @@ def test_empty_pool_and_missing_snapshot():
 # --- output -------------------------------------------------------------------------------
 
 
-def test_svg_has_block_ids_with_tooltips_and_is_deterministic(traces):
-    snapshot = traces["fwd_bwd"].steps[-1].snapshot
+def test_svg_has_block_ids_with_tooltips_and_is_deterministic(scenario_traces):
+    snapshot = scenario_traces["fwd_bwd"].steps[-1].snapshot
     svg = pool_svg(snapshot)
     assert svg == pool_svg(snapshot)
     for seg in snapshot.segments:
@@ -422,10 +410,10 @@ def test_labels_written_into_the_svg_sit_where_matplotlib_puts_them(ha, words, s
             assert x == pytest.approx(x_ref, abs=0.05)
 
 
-def test_png_is_a_png(traces):
-    png = pool_png(traces["branching"].steps[4].snapshot)
+def test_png_is_a_png(scenario_traces):
+    png = pool_png(scenario_traces["branching"].steps[4].snapshot)
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert png == pool_png(traces["branching"].steps[4].snapshot)
+    assert png == pool_png(scenario_traces["branching"].steps[4].snapshot)
 
 
 def test_large_pool_is_drawn_with_few_artists_and_quickly():
@@ -444,8 +432,8 @@ def test_large_pool_is_drawn_with_few_artists_and_quickly():
     assert pool_svg(snapshot) is pool_svg(snapshot)
 
 
-def test_cache_follows_content(traces):
-    snapshot = copy.deepcopy(traces["fwd_bwd"].steps[-1].snapshot)
+def test_cache_follows_content(scenario_traces):
+    snapshot = copy.deepcopy(scenario_traces["fwd_bwd"].steps[-1].snapshot)
     before = pool_svg(snapshot)
     assert pool_svg(copy.deepcopy(snapshot)) == before
     block = next(b for s in snapshot.segments for b in s.blocks if b.node is not None and b.allocated)
@@ -455,10 +443,10 @@ def test_cache_follows_content(traces):
     assert pool_png(snapshot) != pool_png(snapshot, highlight_node=2)
 
 
-def test_a_pool_drawn_before_with_other_live_outputs_is_reused_with_its_own_totals(traces, monkeypatch):
+def test_a_pool_drawn_before_with_other_live_outputs_is_reused_with_its_own_totals(scenario_traces, monkeypatch):
     import cgviz.views.pool as pool_mod
 
-    before = copy.deepcopy(traces["fwd_bwd"].steps[-1].snapshot)
+    before = copy.deepcopy(scenario_traces["fwd_bwd"].steps[-1].snapshot)
     after = copy.deepcopy(before)  # the same pool, one output died (a replay loop moves on)
     owned = next(b for s in after.segments for b in s.blocks if b.allocated and b.output is not None
                  and after.node(b.node).outputs[b.output].state == "live")
@@ -477,8 +465,8 @@ def test_a_pool_drawn_before_with_other_live_outputs_is_reused_with_its_own_tota
     assert pool_png(after) != pool_png(before)  # a PNG has its title drawn in
 
 
-def test_figures_render_in_threads(traces):
-    snapshots = [traces["fwd_bwd"].steps[-1].snapshot, traces["branching"].steps[4].snapshot] * 3
+def test_figures_render_in_threads(scenario_traces):
+    snapshots = [scenario_traces["fwd_bwd"].steps[-1].snapshot, scenario_traces["branching"].steps[4].snapshot] * 3
     reference = {i: figure_svg(pool_figure(s)) for i, s in enumerate(snapshots[:2])}
     results: dict[int, str] = {}
     errors = []

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from cgviz.scenarios import run_scenario
 from cgviz.trace.model import STEP_KINDS, Step, Trace
 from cgviz.views.style import STEP_COLORS
 from cgviz.views.timeline import (
@@ -16,29 +14,10 @@ from cgviz.views.timeline import (
     timeline_png,
     timeline_svg,
 )
+from helpers import GPU_TRACES, by_gid, texts
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_rgba  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-
-from cgviz.data import GPU_DIR  # noqa: E402
-
-GPU_TRACES = sorted(str(p) for p in GPU_DIR.glob("*.cgtrace.json"))  # shipped with cgviz
-
-
-@pytest.fixture(scope="module")
-def traces() -> dict[str, Trace]:
-    return {name: run_scenario(name, "sim").trace for name in ("branching", "generations", "training", "fwd_bwd")}
-
-
-def texts(fig) -> list[str]:
-    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
-
-
-def by_gid(fig, gid):
-    found = [a for a in fig.findobj() if getattr(a, "get_gid", lambda: None)() == gid]
-    assert len(found) == 1, f"{len(found)} artists with gid {gid}"
-    return found[0]
 
 
 def synthetic_trace(n: int) -> Trace:
@@ -58,8 +37,8 @@ def synthetic_trace(n: int) -> Trace:
 
 
 @pytest.mark.parametrize("name", ["branching", "generations", "training", "fwd_bwd"])
-def test_items_are_the_steps(traces, name):
-    trace = traces[name]
+def test_items_are_the_steps(scenario_traces, name):
+    trace = scenario_traces[name]
     items = timeline_items(trace)
     assert len(items) == len(trace.steps)
     for i, (it, step) in enumerate(zip(items, trace.steps)):
@@ -68,8 +47,8 @@ def test_items_are_the_steps(traces, name):
         assert (it["repeat"], it["span"], it["generation"]) == (step.repeat, step.span, step.generation)
 
 
-def test_generation_boundaries_where_the_generation_changes(traces):
-    trace = traces["generations"]
+def test_generation_boundaries_where_the_generation_changes(scenario_traces):
+    trace = scenario_traces["generations"]
     expected = [i for i in range(1, len(trace.steps)) if trace.steps[i].generation != trace.steps[i - 1].generation]
     assert expected  # the scenario starts new generations
     gens = timeline_generations(timeline_items(trace))
@@ -85,8 +64,8 @@ def test_generation_boundaries_where_the_generation_changes(traces):
     assert f"gen {trace.steps[0].generation}" in words  # where the trace starts
 
 
-def test_folded_block_is_a_band_labelled_with_its_repeat(traces):
-    trace = traces["training"]
+def test_folded_block_is_a_band_labelled_with_its_repeat(scenario_traces):
+    trace = scenario_traces["training"]
     folded = [s for s in trace.steps if s.repeat > 1]
     assert folded, "the training scenario folds its replay loop"
     folds = timeline_folds(timeline_items(trace))
@@ -109,8 +88,8 @@ def test_folded_block_is_a_band_labelled_with_its_repeat(traces):
     assert f"({trace.calls} with repeats)" in " ".join(texts(fig))
 
 
-def test_ticks_match_items(traces):
-    for trace in traces.values():
+def test_ticks_match_items(scenario_traces):
+    for trace in scenario_traces.values():
         items = timeline_items(trace)
         fig = timeline_figure(trace)
         assert fig.cgviz_items == items
@@ -127,8 +106,8 @@ def test_ticks_match_items(traces):
         assert len(legend) >= len({it["kind"] for it in items})
 
 
-def test_current_step_is_marked(traces):
-    trace = traces["branching"]
+def test_current_step_is_marked(scenario_traces):
+    trace = scenario_traces["branching"]
     for current in (0, 7, len(trace.steps) - 1):
         fig = timeline_figure(trace, current)
         box = by_gid(fig, "timeline-current")
@@ -178,8 +157,8 @@ def test_gpu_traces():
         assert svg.count('<g id="step-') == len(trace.steps)
 
 
-def test_svg_and_png_are_deterministic(traces):
-    trace = traces["fwd_bwd"]
+def test_svg_and_png_are_deterministic(scenario_traces):
+    trace = scenario_traces["fwd_bwd"]
     assert timeline_svg(trace, 3) == timeline_svg(trace, 3)
     assert timeline_png(trace, 3) == timeline_png(trace, 3)
     assert 'id="timeline-current"' in timeline_svg(trace, 3)

@@ -13,11 +13,9 @@ import torch
 
 import cgviz
 from cgviz.trace.io import load_trace
+from helpers import ROOT
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-
-HERE = os.path.abspath(__file__)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 def _capture(fn, x, pool=None):
@@ -165,7 +163,7 @@ def test_a_tree_graph_is_linked_to_its_node_not_doubled():
 
 def test_serving_example_trace(tmp_path):
     out = tmp_path / "serving.cgtrace.json"
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "serving_runner.py"), "--batches", "60",
                     "--trace-out", str(out), "--timed"], check=True, cwd=ROOT, env=env, timeout=300)
     trace = load_trace(out)
@@ -182,7 +180,7 @@ def test_serving_example_trace(tmp_path):
 
 def test_cgviz_run_graphs_records_the_program_unchanged(tmp_path):
     out = tmp_path / "run.cgtrace.json"
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     runner = os.path.join(ROOT, "examples", "serving_runner.py")
     plain = subprocess.run([sys.executable, runner, "--batches", "20"], capture_output=True, text=True, cwd=ROOT,
                            env=env, timeout=300, check=True)
