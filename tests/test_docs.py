@@ -12,11 +12,11 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 DOCS = ROOT / "docs"
 NEEDS = {"sphinx": "sphinx", "myst_nb": "myst-nb", "furo": "furo"}
 
@@ -43,9 +43,11 @@ def site(tmp_path_factory):
 
 
 def test_docs_build_without_warnings(site):
-    for page in ("index", "getting-started", "concepts", "explorer", "observe", "diagnose", "perfetto", "engine",
-                 "sim-allocator", "trace-format", "api", "reliability", "benchmarks", "notebooks"):
-        assert (site / f"{page}.html").is_file(), f"{page}.html was not built"
+    """The build had no warning (the fixture fails on one: a broken link, a page in no toctree, a
+    failing cell), and every Markdown page of docs/ became a page of the site."""
+    pages = sorted(p.stem for p in DOCS.glob("*.md"))
+    assert "index" in pages and len(pages) > 1
+    assert [p for p in pages if not (site / f"{p}.html").is_file()] == []
 
 
 def test_docs_pictures_are_drawn(site):

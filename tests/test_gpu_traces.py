@@ -21,10 +21,25 @@ def test_sim_makes_the_decisions_recorded_on_the_gpu(name):
     assert decisions(sim.trace) == decisions(recorded)
 
 
-def test_gpu_trace_pool_blocks_name_live_outputs():
-    trace = gpu_trace("branching")
-    owned = [b for s in trace.steps if s.snapshot for seg in s.snapshot.segments for b in seg.blocks if b.node is not None]
-    assert owned, "a GPU snapshot maps pool blocks to node outputs"
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_gpu_trace_pool_blocks_name_live_outputs(name):
+    """In every snapshot a GPU recorded, the pool blocks owned by node outputs are exactly the live
+    outputs with memory of their own, one block each, allocated and holding the output's address."""
+    owned_any = False
+    for step in gpu_trace(name).steps:
+        snap = step.snapshot
+        if snap is None:
+            continue
+        nodes = {n.id: n for n in snap.nodes}
+        owned = [b for seg in snap.segments for b in seg.blocks if b.node is not None]
+        live = [(n.id, o.index) for n in snap.nodes for o in n.outputs if o.state == "live" and o.alias_of is None]
+        assert sorted((b.node, b.output) for b in owned) == sorted(live), f"step {step.index}"
+        for b in owned:
+            out = nodes[b.node].outputs[b.output]
+            assert b.allocated and b.address <= out.address < b.address + b.size, f"step {step.index}: {b}"
+            assert b.owner == f"node {b.node} output {b.output}"
+        owned_any = owned_any or bool(owned)
+    assert owned_any, "no snapshot of this GPU trace maps a pool block to a node output"
 
 
 def test_unknown_gpu_trace_is_a_clear_error():
