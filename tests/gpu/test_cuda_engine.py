@@ -4,12 +4,9 @@ import pytest
 import torch
 
 import cgviz
+from helpers import kinds
 
 DEV = "cuda"
-
-
-def kinds(tree):
-    return [s.kind for s in tree.trace.expanded()]
 
 
 def test_warmup_record_execute_equal_eager_and_replay_is_a_real_graph():
