@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import pytest
 
-from cgviz.trace import io
+from cgviz.trace import surrogates
 from cgviz.trace.model import NodeView, OutputView, Snapshot
 from cgviz.views.tree import frames, layout
 from cgviz.views.page_store import SvgStore, runs
@@ -245,9 +245,9 @@ def plain_holds_surrogate(trace: Any) -> bool:
         elif type(value) is dict:
             stack.extend(value)
             stack.extend(value.values())
-        elif type(value) in io._MODEL and id(value) not in seen:
+        elif type(value) in surrogates.MODEL_FIELDS and id(value) not in seen:
             seen.add(id(value))
-            stack.extend(getattr(value, name) for name in io._MODEL[type(value)])
+            stack.extend(getattr(value, name) for name in surrogates.MODEL_FIELDS[type(value)])
     return False
 
 
@@ -274,4 +274,4 @@ def test_surrogate_check_is_the_plain_walks(seed):
         snap.nodes[-1].signature = bad
     else:
         rng.choice(trace.steps).invalidated = [[1, 2]]
-    assert io._holds_surrogate(trace) == plain_holds_surrogate(trace) == (where != 5)
+    assert surrogates.holds_surrogate(trace) == plain_holds_surrogate(trace) == (where != 5)

@@ -380,7 +380,7 @@ def test_failed_save_keeps_old_file(tmp_path, monkeypatch, broken):
         raise OSError("disk full")
 
     name = broken.split(".")[1]
-    monkeypatch.setattr(io.os, name, boom)
+    monkeypatch.setattr(os, name, boom)
     with pytest.raises(OSError, match="disk full"):
         save_trace(engine_trace(), path)
     monkeypatch.undo()

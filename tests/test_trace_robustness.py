@@ -369,7 +369,7 @@ def fail_open(monkeypatch, tmp_path):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(io.os, "open", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     return lambda fh: fh.write("new")
 
 
@@ -385,7 +385,7 @@ def fail_replace(monkeypatch, tmp_path):
     def refuse(src, dst):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), src, dst)
 
-    monkeypatch.setattr(io.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
     return lambda fh: fh.write("new")
 
 

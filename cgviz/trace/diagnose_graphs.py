@@ -14,9 +14,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Optional
 
-from cgviz.trace.diagnose import Finding
+from cgviz.trace.findings import Finding
 from cgviz.trace.graph_groups import Family, PoolGroup, families, pools
 from cgviz.trace.model import GraphView, Trace
+from cgviz.trace.reasons import source_of
 from cgviz.trace.units import format_bytes, format_us, plural
 
 __all__ = ["graph_findings"]
@@ -95,10 +96,7 @@ def graph_findings(trace: Trace) -> list[Finding]:
 def _source(site: str) -> Optional[dict]:
     """The capture site as a source location (file, line, function, code), as findings give it."""
     found = _SITE.match(site)
-    if found is None:
-        return None
-    return {"file": found["file"], "line": int(found["line"]), "function": found["function"],
-            "code": found["code"] or ""}
+    return None if found is None else source_of(found)
 
 
 def _named(graphs: list[GraphView]) -> str:
