@@ -83,7 +83,7 @@ COMPRESS_ABOVE = 512 * 1024
 def render_page(data: dict, compress: Optional[bool] = None) -> str:
     """The standalone page around a payload: the explorer's style and module, inline; the
     payload as JSON, or gzipped (`compress`; default: above `COMPRESS_ABOVE` bytes)."""
-    from cgviz.views.html_trees import EDGE_CSS
+    from cgviz.views.tree.frames import EDGE_CSS
 
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     if compress is None:

@@ -45,8 +45,6 @@ KIND_COLORS: dict[str, str] = dict(STEP_COLORS)
 # "auto" uses Graphviz when laying out every distinct tree of the trace should take about this
 # long at most (a `dot` run costs about 15 ms plus 1.1 ms per node); the built-in layout beyond.
 GRAPHVIZ_BUDGET_S = 10.0
-_DOT_RUN_S = 0.015
-_DOT_NODE_S = 0.0011
 
 #: The timeline's size in inches: wide and low, as it spans the page.
 TIMELINE_SIZE = (14.0, 1.9)
@@ -112,7 +110,7 @@ class PageData:
         self._node_ids: dict[int, int] = {}  # id(NodeView) -> index into node_recs
         self._functions: dict[int, str] = {}
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
-        self._windows: Any = None  # a widget's trees as drawings and node states (`tree_windows`)
+        self._windows: Any = None  # a widget's trees as drawings and node states (`tree.windows`)
         self._ranks = _rank_trees(trace)  # a trace of several trees: a drawing per rank or device (`rank_trees`)
         self._rank_parts: dict = {}  # each tree's drawing among them, by what it shows (`ranks_tree_svg`)
         self.renderer = self._choose(renderer)
@@ -149,14 +147,14 @@ class PageData:
         """The step records of `steps` (default all) and what they need that was not sent yet.
 
         `whole` (every step, in order) draws a built-in tree once per structure and sends each
-        step's node states (`html_trees.TreeStates`, as ``tree``): the smallest export, but not
+        step's node states (`tree.frames.TreeStates`, as ``tree``): the smallest export, but not
         one that can be sent a window at a time. `progress` hears of each step done, then of
         each tree drawn."""
         n = len(self.trace.steps)
         wanted = range(n) if steps is None else sorted({i for i in steps if 0 <= i < n})
         states = None
         if whole and self.renderer == "builtin" and self._ranks is None and any(s.snapshot is not None for s in self.trace.steps):
-            from cgviz.views.html_trees import TreeStates
+            from cgviz.views.tree.frames import TreeStates
 
             states = TreeStates(self.trees.add_lines)  # built-in drawings, as lines: no prolog to strip
         out: dict[str, Any] = {}
@@ -184,12 +182,12 @@ class PageData:
     def window(self, steps: Iterable[int]) -> dict:
         """A piece for a host that has the head: ``at`` maps step index (text) to its record.
         With the built-in layout the trees come as drawings and node states (``tree``, see
-        `tree_windows`), so the front end steps by repainting a few nodes."""
+        `tree.windows`), so the front end steps by repainting a few nodes."""
         n = len(self.trace.steps)
         wanted = sorted({i for i in steps if 0 <= i < n})
         tree = None
         if self.renderer == "builtin" and self._windows is None and self._ranks is None:
-            from cgviz.views.tree_windows import TreeWindows
+            from cgviz.views.tree.windows import TreeWindows
 
             self._windows = TreeWindows(self.trees.add_lines)
         if self._windows is not None:
@@ -238,14 +236,9 @@ class PageData:
     def _tree_svg(self, snap: "Snapshot", step: "Step") -> str:
         """A step's tree drawn by the renderer chosen; with "auto", a tree Graphviz's `dot` fails
         on is drawn built in, its notice saying why."""
-        from cgviz.views.tree import GRAPHVIZ_FAILED_NOTICE, GraphvizError, builtin_tree_svg, tree_svg
+        from cgviz.views.tree import tree_svg
 
-        try:
-            return tree_svg(snap, step, renderer=self.renderer)
-        except GraphvizError as exc:
-            if not self._fallback:
-                raise
-            return builtin_tree_svg(snap, step, notice=GRAPHVIZ_FAILED_NOTICE.format(problem=exc.problem))
+        return tree_svg(snap, step, renderer=self.renderer, fallback=self._fallback)
 
     def _rank_drawing(self, i: int) -> int:
         """Step `i`'s trees of a merged trace: its rank's and every other rank's beside it."""
@@ -341,25 +334,24 @@ class PageData:
             self._last_snap.append(i if step.snapshot is not None else before)
 
     def _choose(self, renderer: str) -> str:
-        from cgviz.views.tree import dot_available
+        """The renderer for the trace's trees (`tree.choose_renderer`, within GRAPHVIZ_BUDGET_S
+        for its distinct trees), a notice saying why where "auto" chose the built-in layout."""
+        from cgviz.views.tree import choose_renderer, dot_seconds
 
-        if renderer != "auto":
-            return renderer
-        if not dot_available():
+        seen: dict[tuple, int] = {}
+        if renderer == "auto":
+            for step in self.trace.steps:
+                if step.snapshot is not None:
+                    seen[self._tree_key(step)] = len(step.snapshot.nodes)
+        choice = choose_renderer(renderer, seen.values(), GRAPHVIZ_BUDGET_S)
+        if choice.why_builtin == "missing":
             self.notices.append("Trees drawn with the built-in layout: Graphviz's `dot` was not found "
                                 "(apt install graphviz / brew install graphviz / conda install graphviz).")
-            return "builtin"
-        seen: dict[tuple, int] = {}
-        for step in self.trace.steps:
-            if step.snapshot is not None:
-                seen[self._tree_key(step)] = len(step.snapshot.nodes)
-        estimate = _DOT_RUN_S * len(seen) + _DOT_NODE_S * sum(seen.values())
-        if estimate > GRAPHVIZ_BUDGET_S:
+        elif choice.why_builtin == "slow":
             self.notices.append(f"Trees drawn with the built-in layout: Graphviz would need about "
-                                f"{estimate:.0f} s for the {len(seen)} distinct trees of this trace "
-                                f"(to_html(..., renderer=\"graphviz\") uses it anyway).")
-            return "builtin"
-        return "graphviz"
+                                f"{dot_seconds(seen.values()):.0f} s for the {len(seen)} distinct trees of this "
+                                f"trace (to_html(..., renderer=\"graphviz\") uses it anyway).")
+        return choice.renderer
 
     # -- text -------------------------------------------------------------------------------------
     def _header(self) -> dict:

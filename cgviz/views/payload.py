@@ -11,7 +11,7 @@ longer list, read at ``position + offset`` (`layout` in explorer_logic.js), for 
 
 Records built outside page_data follow the same declarations: `OUTPUT` is `text.output_row`'s,
 `POOL`, `SEG`, `BLOCK`, `PSTYLE` and `LEGEND` are `pool_data`'s, `STRUCT`, `LOOK` and
-`NODE_STATE` are the tree states' (`html_trees.TreeStates.data`, `tree_windows.TreeWindows.piece`);
+`NODE_STATE` are the tree states' (`tree.frames.TreeStates.data`, `tree.windows.TreeWindows.piece`);
 tests/test_payload.py checks that they agree.
 """
 

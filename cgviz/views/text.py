@@ -46,7 +46,7 @@ KIND_WORDS: tuple[tuple[str, str], ...] = (
 # what no drawing writes as it is: control characters (line breaks among them), the line and
 # paragraph separators, lone surrogates (UTF-8 cannot encode them) and the two non-characters XML
 # refuses; and in a name, the private-use characters the page's drawings hold as placeholders
-# (views/html_trees.py: REPLAYS, WIDTH, CENTRE)
+# (views/tree/frames.py: REPLAYS, WIDTH, CENTRE)
 _CONTROLS = "\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff"
 _UNSHOWN_RE = re.compile(f"[{_CONTROLS}\ue000-\ue002]")
 _CONTROL_RE = re.compile(f"[{_CONTROLS}]")

@@ -23,7 +23,7 @@ import traitlets
 
 from cgviz.trace.model import Step, Trace
 from cgviz.views.html import asset, explorer_module
-from cgviz.views.html_trees import EDGE_CSS
+from cgviz.views.tree.frames import EDGE_CSS
 from cgviz.views.page_data import PageData
 from cgviz.views.static_view import STILL_CLASS, static_html
 

@@ -189,7 +189,7 @@ function nodeFacts(n, snap) {
 }
 
 /** A look's markup for a node box: its replay count, width and centre filled in (the drawing's
- * placeholders, views/html_trees.py). */
+ * placeholders, views/tree/frames.py). */
 function lookMarkup(look, count, w, cx) {
   return look.markup.replace("\ue000", replays(count)).split("\ue001").join(w).split("\ue002").join(cx);
 }
