@@ -62,7 +62,9 @@ demo: setup
 # The teaching notebooks run under nbval: outputs of cells marked to be checked must match
 # (addresses and durations masked by notebooks/sanitize.cfg); other cells must just run.
 # Then the front end's unit tests under Node (tests/js).
+# ruff first (seconds; the rules are in pyproject.toml), then the tests, then the front end's units.
 test: setup
+	$(BIN)/ruff check cgviz tests scripts benchmarks examples
 	$(BIN)/python -m pytest -q tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg
 	@if command -v node >/dev/null 2>&1; then node --test tests/js; \
 	else echo "note: node not found: tests/js skipped (apt install nodejs)"; fi

@@ -487,7 +487,7 @@ def _page_bundle(trace: Any) -> dict:
 def _observe_torch() -> Optional[Callable]:
     """cgviz.observe_torch, where this version has it; None otherwise."""
     try:
-        return getattr(cgviz, "observe_torch")
+        return cgviz.observe_torch
     except Exception:  # noqa: BLE001 - AttributeError, or a lazy import that failed
         pass
     for module in ("cgviz.observe", "cgviz.observe.torch_compile"):

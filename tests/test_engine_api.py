@@ -88,7 +88,7 @@ def test_tree_graphed_decorator_with_static_keeps_the_function_and_name(tree):
         assert same(y, x * w)
         del y
     w2 = w.clone()
-    y = scale(x, w2)
+    y = scale(x, w2)  # noqa: F841  (held: a live output)
     assert "static input 1 moved" in last_step(tree).reason
 
 

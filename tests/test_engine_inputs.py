@@ -46,7 +46,7 @@ def test_moved_static_input_rerecords_and_names_both_addresses(tree):
     y = tf(x, w2)
     assert (last_step(tree).kind, last_step(tree).node) == ("execute", 2)
     del y
-    y = tf(x, w)  # back at the first address: the first graph replays again
+    y = tf(x, w)  # back at the first address: the first graph replays again  # noqa: F841  (held: a live output)
     assert (last_step(tree).kind, last_step(tree).node) == ("execute", 1)
 
 

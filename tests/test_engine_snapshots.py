@@ -64,7 +64,7 @@ def test_snapshot_pool_blocks_belong_to_each_live_output(calls):
         c = G(a)
         del a, b, c
     a, b = F(x)
-    c = G(a)
+    c = G(a)  # noqa: F841  (held: a live output)
     assert last_step(tree).kind == ("warmup", "record", "execute")[calls - 1]
     snap = tree.snapshot()
     owners = owners_of_live_outputs(snap)

@@ -41,7 +41,7 @@ def test_chain_records_a_root_and_children_then_replays_the_path():
 
 def test_warmup_step_under_a_node_carries_its_parent():
     tree, f, g, _ = chain_tree()
-    z = g(f(data(8)))
+    z = g(f(data(8)))  # noqa: F841  (held: a live output)
     warmups = steps_of(tree, "warmup")
     assert [(s.node, s.parent) for s in warmups] == [(0, None), (1, 0)]
 
@@ -114,7 +114,7 @@ def test_output_dead_at_recording_and_live_now_records_a_new_child(tree):
     assert same((a, b, c), (x * 2, x * 3, x * 2 + 1))
     del a, b, c
     a, b = F(x)
-    c = G(a)  # the new child replays when the same outputs are live again
+    c = G(a)  # the new child replays when the same outputs are live again  # noqa: F841  (held: a live output)
     assert (last_step(tree).kind, last_step(tree).node) == ("execute", rec.node)
     assert same(b, x * 3)
 
@@ -184,7 +184,7 @@ def test_shapes_past_the_shape_limit_run_eagerly():
     assert eager.kind == "eager" and "shape_limit=2" in eager.reason and "float32[16]" in eager.reason
     assert same(y, x * 2) and len(tree.nodes) == nodes
     del y
-    y = tf(data(2))  # graphed shapes still replay
+    y = tf(data(2))  # graphed shapes still replay  # noqa: F841  (held: a live output)
     assert last_step(tree).kind == "execute"
 
 

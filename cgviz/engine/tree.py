@@ -347,7 +347,8 @@ class Tree:
                 "error", f"{label} raised {describe_exception(exc)}; no node was added", function=label, start=start
             )
         except Exception as failure:  # the user's exception goes on unchanged
-            warnings.warn(f"cgviz could not record the error step of {label}: {describe_exception(failure)}")
+            warnings.warn(f"cgviz could not record the error step of {label}: {describe_exception(failure)}",
+                          stacklevel=3)
 
     def _new_variant(self, fn: TreeFunction, args: tuple, key: tuple) -> Variant:
         """The first call with this input signature: check what can be checked once."""

@@ -216,7 +216,7 @@ def start_jupyter(base: Path, kernel_pythonpath: str) -> JupyterServer:
         except (urllib.error.URLError, ConnectionError, OSError):
             if time.monotonic() > deadline:
                 stop_jupyter(server)
-                raise RuntimeError(f"jupyter lab did not answer /api/status within 90 s:\n{server.log_tail()}")
+                raise RuntimeError(f"jupyter lab did not answer /api/status within 90 s:\n{server.log_tail()}") from None
             time.sleep(0.25)
 
 

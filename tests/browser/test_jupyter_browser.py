@@ -44,7 +44,7 @@ def open_and_run_all(context: Any, jupyter: Any, path: str) -> Any:
     except Exception:
         shot(page, "no-explorer-" + path.rsplit("/", 1)[-1].split(".")[0])
         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
-        raise AssertionError(f"no explorer after running all cells; outputs: {outputs}")
+        raise AssertionError(f"no explorer after running all cells; outputs: {outputs}") from None
     page.locator(".cgviz").first.scroll_into_view_if_needed()
     page.wait_for_selector(".cgviz .cg-headline:not(:empty)", timeout=10_000)
     return page

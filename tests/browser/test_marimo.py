@@ -121,7 +121,7 @@ def marimo_app(tmp_path_factory: Any, kernel_pythonpath: str) -> Any:
                 break
             except (urllib.error.URLError, ConnectionError, OSError):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"marimo run did not answer /health within 60 s:\n{app.log_tail()}")
+                    raise RuntimeError(f"marimo run did not answer /health within 60 s:\n{app.log_tail()}") from None
                 time.sleep(0.25)
         yield app
     finally:
