@@ -37,10 +37,10 @@ import torch._inductor.config as inductor_config
 from torch._inductor import cudagraph_trees as cgt
 
 import cgviz
+from helpers import DECISIONS
 
 DEV = "cuda"
 OVERWRITTEN = "overwritten by a subsequent run"
-DECISIONS = ("warmup", "record", "execute", "eager", "error")
 W, R, E, EAGER, ERR = "warmup", "record", "execute", "eager", "error"
 
 
