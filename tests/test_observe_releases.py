@@ -15,7 +15,7 @@ import weakref
 import pytest
 
 import cgviz
-from cgviz.observe import _hooks
+from cgviz.observe import _hooks, graph_data
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
 from cgviz.observe import torch_compile as tc
@@ -300,7 +300,7 @@ def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(mon
             return {"nodes": [{"node_type": "kernel", "kernel_name": "k"}, {"node_type": "memcpy"}]}
 
     monkeypatch.setattr(layout, "RELEASE", (2, 14))
-    monkeypatch.setattr(layout, "_has_cuda_bindings", lambda: True)
+    monkeypatch.setattr(graph_data, "has_cuda_bindings", lambda: True)
     monkeypatch.setitem(sys.modules, "torch.cuda.graphs", types.SimpleNamespace(register_graph_instantiate_hook=register))
     with layout.instantiated_graph_data() as seen:
         assert torch.cuda.CUDAGraph is layout.sys.modules["torch"].cuda.CUDAGraph  # not stood in for

@@ -1,35 +1,28 @@
 """Reading torch's tree manager: the one module that knows its private attributes.
 
 Private attributes of `torch._inductor.cudagraph_trees` move between torch releases. Every
-read goes through `read()`, which on a missing attribute says which one, once, and returns a
-default, so an observed program keeps running on a torch whose layout is new to cgviz.
+read goes through `read()` (`cgviz.observe.lookups`), which on a missing attribute says which
+one, once, and returns a default, so an observed program keeps running on a torch whose layout
+is new to cgviz. The helpers that name nothing of torch's live in sibling modules (releases,
+lookups, torch_words, graph_data, frames); the names they look for are passed from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import re
 import sys
-import warnings
 from typing import Any, Callable, Optional
 
 import torch
 
 from cgviz.engine import rules
-
-_MISSING_REPORTED: set[str] = set()
-_SENTINEL = object()
-
-
-def _release(version: str) -> tuple[int, int]:
-    """(2, 14) for "2.14.1+cu130"; (0, 0) where the text names no release."""
-    found = re.match(r"(\d+)\.(\d+)", version)
-    return (int(found[1]), int(found[2])) if found else (0, 0)
-
+from cgviz.observe import frames, graph_data
+from cgviz.observe.lookups import imported, lookup, read
+from cgviz.observe.releases import in_span, release
+from cgviz.observe.torch_words import device_name, torch_id_words
 
 # The installed torch's release: what its tree manager decides differs by release (see SINCE).
-RELEASE = _release(str(torch.__version__))
+RELEASE = release(str(torch.__version__))
 RELEASE_NAME = f"{RELEASE[0]}.{RELEASE[1]}"
 
 # -- every private name of torch that cgviz.observe relies on ------------------------------------
@@ -115,9 +108,7 @@ UNTIL: dict[str, str] = {
 
 def has_since(key: str) -> bool:
     """Does the installed torch have this name of SINCE / UNTIL (by release)?"""
-    if key in SINCE and RELEASE < _release(SINCE[key]):
-        return False
-    return not (key in UNTIL and RELEASE > _release(UNTIL[key]))
+    return in_span(RELEASE, SINCE.get(key), UNTIL.get(key))
 # Compile-time "skipping cudagraphs due to ..." goes through this function; it is wrapped in
 # each of these modules that has it (they import it by name).
 SKIP_LOGGER = "log_cudagraph_skip_and_bump_counter"
@@ -151,7 +142,7 @@ CONVERT_FRAME = ("torch._dynamo.convert_frame", "ConvertFrameAssert", "__call__"
 
 def convert_frame_class() -> Any:
     """dynamo's frame converter class (importing its module), or None."""
-    return _imported(*CONVERT_FRAME[:2])
+    return imported(*CONVERT_FRAME[:2])
 
 
 # a compiled module's frame: dynamo compiles its call (one code for every module, a compile id each),
@@ -163,23 +154,7 @@ _WRAPPED_FRAME = ("inner", "external_utils.py")
 def frame_function_name(frame: Any) -> str:
     """The function a frame dynamo compiles runs: "Net.forward" for a method or a compiled
     module's call, else its name."""
-    try:
-        code = frame.f_code
-        name = code.co_name
-        if name == _WRAPPED_FRAME[0] and code.co_filename.endswith(_WRAPPED_FRAME[1]):
-            wrapped = frame.f_locals.get("fn")  # dynamo's extra frame around a compiled module's call
-            owner = getattr(wrapped, "__self__", wrapped)
-            if isinstance(owner, torch.nn.Module):
-                return f"{type(owner).__name__}.forward"
-            return getattr(wrapped, "__name__", name)
-        if code.co_argcount and code.co_varnames[0] == "self":
-            owner = frame.f_locals.get("self")
-            if owner is not None:
-                method = "forward" if name in _MODULE_CALLS and isinstance(owner, torch.nn.Module) else name
-                return f"{type(owner).__name__}.{method}"
-        return name
-    except Exception:  # a frame object of another shape: unnamed
-        return ""
+    return frames.function_name(frame, _WRAPPED_FRAME, _MODULE_CALLS)
 
 
 # inductor's scheduler hands each compiled graph's partitions to this method (partitions,
@@ -190,7 +165,7 @@ PARTITIONS = ("torch._inductor.scheduler", "Scheduler", "_log_graph_partitions")
 
 def scheduler_class() -> Any:
     """inductor's Scheduler class (importing its module), or None."""
-    return _imported(*PARTITIONS[:2])
+    return imported(*PARTITIONS[:2])
 
 
 def partition_cuts(scheduler: Any, args: tuple, kwargs: dict) -> Optional[tuple[int, list[tuple[str, str, str]]]]:
@@ -226,7 +201,7 @@ INDUCTOR_CACHE_DIR = ("torch._inductor.runtime.cache_dir_utils", "cache_dir")
 
 def inductor_cache_dir() -> Optional[str]:
     """Where inductor writes the code it generates (TORCHINDUCTOR_CACHE_DIR, or its default), or None."""
-    cache_dir = _imported(*INDUCTOR_CACHE_DIR)
+    cache_dir = imported(*INDUCTOR_CACHE_DIR)
     try:
         return str(cache_dir()) if cache_dir is not None else None
     except Exception:
@@ -235,7 +210,7 @@ def inductor_cache_dir() -> Optional[str]:
 
 def graph_break_class() -> Any:
     """dynamo's translator class that logs graph breaks (importing its module), or None."""
-    return _imported(*GRAPH_BREAK[:2])
+    return imported(*GRAPH_BREAK[:2])
 
 
 def graph_break_site(translator: Any, args: tuple, kwargs: dict) -> Optional[tuple[str, str, tuple]]:
@@ -246,7 +221,7 @@ def graph_break_site(translator: Any, args: tuple, kwargs: dict) -> Optional[tup
         exc = kwargs["exc"] if "exc" in kwargs else (args[2] if len(args) > 2 else None)
         stack = getattr(exc, "real_stack", None)
         if not stack:
-            extract = _lookup(*TRACING_CONTEXT)
+            extract = lookup(*TRACING_CONTEXT)
             stack = extract() if extract is not None else None
         frame = stack[-1] if stack else None
         site = (frame.filename, frame.lineno, frame.name, frame.line or "") if frame is not None else None
@@ -266,23 +241,6 @@ def manager_class() -> Any:
 def run_method(manager_cls: Any) -> str:
     """The first of RUN_METHODS that this torch's manager has."""
     return next((name for name in RUN_METHODS if hasattr(manager_cls, name)), RUN_METHODS[-1])
-
-
-def read(obj: Any, name: str, default: Any = None) -> Any:
-    """obj.name, or `default` with a one-time warning naming the missing attribute."""
-    value = getattr(obj, name, _SENTINEL)
-    if value is _SENTINEL:
-        key = f"{type(obj).__name__}.{name}"
-        if key not in _MISSING_REPORTED:
-            _MISSING_REPORTED.add(key)
-            warnings.warn(
-                f"cgviz.observe_torch: torch {torch.__version__} has no {key}; "
-                "that part of the trace is left out",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return default
-    return value
 
 
 def function_label(manager: Any, function_id: Any) -> tuple[str, str]:
@@ -426,38 +384,17 @@ def rerecord_limit() -> Any:
     return _config_value("triton.cudagraph_unexpected_rerecord_limit")
 
 
-def _imported(module_name: str, *names: str) -> Any:
-    """module.name1..., importing the module first; None where this torch lacks a part of it."""
-    import importlib
-
-    try:
-        importlib.import_module(module_name)
-    except Exception:  # a torch without that module: what it would tell is not heard
-        return None
-    return _lookup(module_name, *names)
-
-
-def _lookup(module_name: str, *names: str) -> Any:
-    """module.name1.name2..., or None where this torch lacks a part of it."""
-    value: Any = sys.modules.get(module_name)
-    for name in names:
-        if value is None:
-            return None
-        value = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-    return value
-
-
 def skip_count() -> int:
     """How many times torch has skipped CUDA graphs in this process (0 where it keeps no count)."""
     import torch._dynamo.utils  # noqa: F401
 
-    value = _lookup(*SKIP_COUNTER)
+    value = lookup(*SKIP_COUNTER)
     return value if isinstance(value, int) else 0
 
 
 def current_compile_id() -> str:
     """The compile id of the compilation under way ("0/0"), or ''."""
-    current = _lookup(*COMPILE_CONTEXT)
+    current = lookup(*COMPILE_CONTEXT)
     try:
         value = current() if current is not None else None
     except Exception:
@@ -537,7 +474,7 @@ def graph_stacks(graph: Any) -> list[str]:
 
 def _config_value(name: str) -> Any:
     """An inductor config option ("triton.cudagraph_skip_dynamic_graphs"), or None."""
-    return _lookup("torch._inductor.config", *name.split("."))
+    return lookup("torch._inductor.config", *name.split("."))
 
 
 def node_function(node: Any) -> Any:
@@ -577,27 +514,8 @@ def torch_node_id(node: Any) -> str:
     return torch_id_words(is_warmup(node), getattr(getattr(node, "id", None), "id", None))
 
 
-def torch_id_words(warmup: bool, number: Any) -> str:
-    """torch's id of a node in plain words.
-
-    Recorded graphs get ids 0, 1, 2, ... (GraphID). A warmup node runs the function eagerly
-    and records no CUDA graph, so it has no graph id: torch numbers warmups on a counter of
-    their own, -1, -2, ..., which here reads "torch warmup run 1 (eager, no CUDA graph)".
-    """
-    if not isinstance(number, int):
-        return "torch warmup run (eager, no CUDA graph)" if warmup else "torch graph (id unknown)"
-    if warmup:
-        return f"torch warmup run {abs(number)} (eager, no CUDA graph)"
-    return f"torch graph id {number}"
-
-
 def is_warmup(node: Any) -> bool:
     return type(node).__name__ == WARMUP_NODE_CLASS
-
-
-def device_name(index: Any) -> Optional[str]:
-    """'cuda:1' for a device index torch keeps (None where it keeps none)."""
-    return None if index is None else f"cuda:{index}"
 
 
 def manager_index(manager: Any) -> Optional[int]:
@@ -704,17 +622,6 @@ TREES_LOGGER = TREES_MODULE
 DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"
 
 
-@functools.cache
-def _has_cuda_bindings() -> bool:
-    """Is NVIDIA's cuda.bindings package installed (get_graph_data needs it)? Asked once."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("cuda.bindings") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 @contextlib.contextmanager
 def instantiated_graph_data() -> Any:
     """torch 2.14+: while a node records, a public global hook (torch.cuda.graphs.
@@ -726,22 +633,11 @@ def instantiated_graph_data() -> Any:
     graphs = sys.modules.get("torch.cuda.graphs")
     register = getattr(graphs, "register_graph_instantiate_hook", None) if has_since(
         "graphs.register_graph_instantiate_hook") else None
-    if register is None or not _has_cuda_bindings():
+    if register is None or not graph_data.has_cuda_bindings():
         yield None
         return
-    seen: list = []
-
-    def read_data(graph: Any) -> None:
-        try:
-            seen.append(graph.get_graph_data())
-        except Exception:
-            pass
-
-    handle = register(read_data)
-    try:
+    with graph_data.collected(register) as seen:
         yield seen
-    finally:
-        handle.remove()
 
 
 @contextlib.contextmanager
@@ -774,13 +670,4 @@ def tree_capture(frame: Any) -> Optional[tuple[str, Any]]:
     trees_file = getattr(sys.modules.get(TREES_MODULE), "__file__", None)
     if trees_file is None:
         return None
-    while frame is not None:
-        code = frame.f_code
-        if code.co_filename == trees_file:
-            owner = frame.f_locals.get("self")
-            if code.co_name == NODE_RECORD[1] and type(owner).__name__ == NODE_RECORD[0]:
-                return "node", owner
-            if code.co_name == MANAGER_INIT[1] and type(owner).__name__ == MANAGER_INIT[0]:
-                return "pool", owner
-        frame = frame.f_back
-    return None
+    return frames.owner_in_stack(frame, trees_file, {NODE_RECORD: "node", MANAGER_INIT: "pool"})
