@@ -11,6 +11,9 @@ reason. The rules follow torch/_inductor/cudagraph_trees.py:
   ends the path and invalidates the outputs still live on it;
 * before recording or warming up after replays, the allocator state saved after the
   current node's recording is restored, with the path's live outputs kept.
+
+Its helpers lie beside it: arguments.py (checks of what users pass), places.py (memory per node
+and function), path.py (the current path's outputs), tree_steps.py (the longer step reasons).
 """
 
 from __future__ import annotations
@@ -19,34 +22,24 @@ import contextlib
 import threading
 import time
 from threading import get_ident
-import warnings
-from collections import Counter
 from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten
 
-from cgviz.engine.backend import CaptureUnsupported, describe_exception, make_backend
-from cgviz.engine.function import (
-    MODES,
-    TreeFunction,
-    Variant,
-    check_static,
-    describe_signature,
-    first_unsupported,
-    grad_reason,
-    signature_key,
-)
+from cgviz.engine.arguments import TRACE_LEVELS as TRACE_LEVELS, check_options, new_variant, wrap_arguments
+from cgviz.engine.backend import CaptureUnsupported, make_backend
+from cgviz.engine.function import TreeFunction, Variant, first_unsupported, grad_reason, signature_key
 from cgviz.engine.node import Node
+from cgviz.engine.path import OVERWRITTEN as OVERWRITTEN, invalidate_path, managed_inputs, path_liveness
+from cgviz.engine.path import restore_checkpoint
+from cgviz.engine.places import Places
 from cgviz.engine.profile import Profiler, value_summary
 from cgviz.engine import rules as R
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
+from cgviz.engine.tree_steps import generation_reason, note_error, record_reason
 from cgviz.trace.model import Step, safe_text
-
-TRACE_LEVELS = (None, "events", "full")
-
-OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
 
 
 class Tree:
@@ -98,19 +91,7 @@ class Tree:
         profile: Optional[bool] = None,
         values: bool = False,
     ) -> None:
-        if trace not in TRACE_LEVELS:
-            raise ValueError(f"trace must be one of None, 'events', 'full', not {trace!r}")
-        for arg, value in (("profile", profile), ("values", values)):
-            if value is not None and not isinstance(value, bool):
-                raise TypeError(f"{arg} must be True or False, not {type(value).__name__} ({value!r})")
-        if values and trace != "full":
-            raise ValueError(f"values=True keeps output values in snapshots: it needs trace='full', not {trace!r}")
-        if not isinstance(shape_limit, int) or isinstance(shape_limit, bool):
-            raise TypeError(f"shape_limit must be an int, not {type(shape_limit).__name__} ({shape_limit!r})")
-        if shape_limit < 0:
-            raise ValueError(f"shape_limit must be a non-negative int, not {shape_limit!r}")
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a string or None, not {type(name).__name__}")
+        check_options(trace, profile, values, shape_limit, name)
         self.rules = R.configure(
             rules, rerecord_limit=rerecord_limit, generation_cloning=generation_cloning,
             managed_input_rerecord_limit=managed_input_rerecord_limit, managed_input_action=managed_input_action,
@@ -130,17 +111,10 @@ class Tree:
         self.generation = 1
         self.pending_backward = 0
         self._variants: list[Variant] = []
-        self._rerecords: Counter = Counter()  # (parent id, variant id) -> re-records counted there
-        # torch 2.15, per (parent id, variant id): moves counted per input, inputs copied from now on,
-        # and why the place runs eagerly (action "skip")
-        self._managed_moves: dict[tuple[Optional[int], int], dict[int, int]] = {}
-        self._demoted: dict[tuple[Optional[int], int], frozenset[int]] = {}
-        self._skips: dict[tuple[Optional[int], int], str] = {}
+        self._places = Places(self.rules, self.backend)  # re-records, managed moves, eager reasons per place
         self._warming: Optional[Variant] = None  # the variant warming up now (mark_warmup_incomplete)
         self._warmup_incomplete = False
         self._rewarm: set[int] = set()  # variants whose last warmup asked for another
-        # (node id, variant id) -> why a function that mutates inputs runs eagerly there, or None
-        self._mutation_hints: dict[tuple[Optional[int], int], Optional[str]] = {}
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
         self._lock = threading.Lock()  # one call at a time; see _call
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
@@ -186,22 +160,7 @@ class Tree:
         """Make `fn` run through this tree. `static` lists inputs that keep their address
         (parameters, buffers); the others are copied into the graph's input buffers.
         `mode` is "inference", "forward" (its backward will follow) or "backward"."""
-        if not callable(fn):
-            raise TypeError(f"wrap() needs a callable, not {type(fn).__name__}")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-        static = check_static(static)
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a string, not {type(name).__name__}")
-        if name == "":
-            raise ValueError("name must not be empty (leave it out to use the function's __name__)")
-        base = name or getattr(fn, "__name__", None)
-        if not isinstance(base, str) or not base:
-            base = "fn"
-        base = safe_text(base)  # shown and saved everywhere: must be valid UTF-8
-        name, k = base, 2
-        while name in self.functions:
-            name, k = f"{base}_{k}", k + 1
+        name, static = wrap_arguments(fn, static, name, mode, self.functions)
         wrapped = TreeFunction(self, fn, name, static, mode)
         self.functions[name] = wrapped
         return wrapped
@@ -222,20 +181,11 @@ class Tree:
         old = self.generation
         self.generation += 1
         cloned: list[tuple[int, int, int]] = []
-        invalidated = self._invalidate_path(old, cloned) if self.current is not None else []
+        invalidated = invalidate_path(self.current, self.backend, self.rules, old, self.generation, cloned)
         pending = self.pending_backward
         self.pending_backward = 0
         self._end_path()
-        reason = f"mark_step(): generation {old} ends, generation {self.generation} begins"
-        if self.rules.generation_cloning is not None:
-            reason += R.cloning_note(self.rules, cloned, invalidated)
-        if invalidated:
-            names = ", ".join(f"output {o} of node {n}" for n, o in invalidated)
-            reason += f"; still-live {names} invalidated (clone outputs you keep across generations)"
-        elif not cloned:
-            reason += "; nothing live was invalidated"
-        if pending:
-            reason += f"; {pending} forward(s) still had a pending backward, whose saved outputs are now invalid"
+        reason = generation_reason(self.rules, old, self.generation, cloned, invalidated, pending)
         self._recorder.step("generation", reason, start=start, invalidated=[[n, o] for n, o in invalidated])
 
     def mark_warmup_incomplete(self) -> None:
@@ -258,11 +208,7 @@ class Tree:
         self._end_path()
         self.nodes.clear()
         self.roots.clear()
-        self._rerecords.clear()
-        self._mutation_hints.clear()
-        self._managed_moves.clear()
-        self._demoted.clear()
-        self._skips.clear()
+        self._places.clear()
         self._rewarm.clear()
         for v in self._variants:
             v.warmed_up = v.limited = False
@@ -304,6 +250,11 @@ class Tree:
             )
         return self._lock
 
+    @property
+    def _mutation_hints(self) -> dict:
+        """Why functions that mutate inputs run eagerly, per place (read by engine/explain.py)."""
+        return self._places.mutation_hints
+
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
         return f"<cgviz.Tree{label} on {self.backend.name}: {len(self.nodes)} nodes, generation {self.generation}>"
@@ -334,39 +285,16 @@ class Tree:
                     return self._eager(fn, variant, args, {}, variant.eager_reason, start)
                 return self._run(variant, args, start)
             except BaseException as exc:
-                self._note_error(fn.name, exc, start)
+                note_error(self._recorder, fn.name, exc, start)
                 raise
         finally:
             self._running_on = None
             lock.release()
 
-    def _note_error(self, label: str, exc: BaseException, start: float) -> None:
-        """An error step for an exception on its way to the caller; recording it never replaces it."""
-        try:
-            self._recorder.step(
-                "error", f"{label} raised {describe_exception(exc)}; no node was added", function=label, start=start
-            )
-        except Exception as failure:  # the user's exception goes on unchanged
-            warnings.warn(f"cgviz could not record the error step of {label}: {describe_exception(failure)}",
-                          stacklevel=3)
-
     def _new_variant(self, fn: TreeFunction, args: tuple, key: tuple) -> Variant:
-        """The first call with this input signature: check what can be checked once."""
-        for i in fn.static:
-            if i >= len(args):
-                raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
-        variant = Variant(len(self._variants), fn, key, describe_signature(args))
-        variant.grad_inputs = tuple(i for i, a in enumerate(args) if a.requires_grad)
-        why = first_unsupported(args, {}, self.backend.unsupported_input, check_grad=False)
-        if why is not None:
-            variant.eager_reason = f"{fn.name} runs eagerly: {why}"
-        elif (why := R.signature_limit_reason(
-            self.rules, fn.name, fn.graphed_signatures, self.shape_limit, variant.signature
-        )) is not None:
-            variant.eager_reason = why
-        else:
-            fn.graphed_signatures += 1
-        fn.variants[key] = variant
+        """The first call with this input signature: checked once (engine/arguments.py)."""
+        variant = new_variant(fn, args, key, len(self._variants), self.backend.unsupported_input, self.rules,
+                              self.shape_limit)
         self._variants.append(variant)
         return variant
 
@@ -402,22 +330,22 @@ class Tree:
                 if self._try_end_path(start):
                     return self._run(variant, args, start)
             if variant.mutated:
-                why = self._mutation_hint(variant, args, refresh=True)
+                why = self._places.mutation_hint(variant, args, self.current, refresh=True)
                 if why is not None:
                     return self._eager(variant.function, variant, args, {}, why, start)
             place = (None if self.current is None else self.current.id, variant.id)
-            skip = self._count_managed_moves(place, variant, args, siblings.get(variant.id), mismatches)
+            skip = self._places.count_managed_moves(place, variant, args, siblings.get(variant.id), mismatches)
             counts, limit = R.counted(self.rules, kinds), self.rerecord_limit
             if counts:
-                self._rerecords[place] += 1
-            if skip is not None or (counts and R.exceeded(self._rerecords[place], limit)):
+                self._places.rerecords[place] += 1
+            if skip is not None or (counts and R.exceeded(self._places.rerecords[place], limit)):
                 variant.limited = True
                 variant.refresh()
-                why = skip or self._limit_reason(variant, mismatches[-1])
+                why = skip or self._places.limit_reason(variant, self.current, limit, mismatches[-1])
                 return self._eager(variant.function, variant, args, {}, why, start)
             if kinds:
                 where = "as a root" if place[0] is None else f"under node {place[0]}"
-                mismatches.append(R.rerecord_note(self.rules, kinds, self._rerecords[place], limit, where))
+                mismatches.append(R.rerecord_note(self.rules, kinds, self._places.rerecords[place], limit, where))
             self._try_end_path(start)
             if self.current is not None and self.state == "execution":
                 self._restore_checkpoint()
@@ -427,68 +355,15 @@ class Tree:
         """Why `variant` runs eagerly at the current place of the tree, or None (torch decides
         this per node and function, before warming up or replaying)."""
         place = None if self.current is None else self.current.id
+        places = self._places
         if variant.limited:
-            if (place, variant.id) in self._skips:
-                return self._skips[place, variant.id]
-            if R.exceeded(self._rerecords[place, variant.id], self.rerecord_limit):
-                return self._limit_reason(variant, "the limit was reached here before")
+            if (place, variant.id) in places.skips:
+                return places.skips[place, variant.id]
+            if R.exceeded(places.rerecords[place, variant.id], self.rerecord_limit):
+                return places.limit_reason(variant, self.current, self.rerecord_limit,
+                                           "the limit was reached here before")
         if variant.mutated:
-            return self._mutation_hint(variant, args, refresh=False)
-        return None
-
-    def _mutation_hint(self, variant: Variant, args: tuple, refresh: bool) -> Optional[str]:
-        """Whether `variant` must run eagerly here because it writes an input in place that is
-        neither static nor an output of the current path: a graph would write its recorded copy,
-        not the caller's tensor. Decided at the first call at each place, and again when no
-        recorded child takes the call (as torch's non_cudagraph_managed_mutation_hint)."""
-        place = (None if self.current is None else self.current.id, variant.id)
-        if not refresh and place in self._mutation_hints:
-            return self._mutation_hints[place]
-        fn = variant.function
-        managed = self._managed_inputs(args)
-        unmanaged = sorted(i for i in variant.mutated if i not in fn.static and i not in managed)
-        why = None
-        if unmanaged:
-            idx = ", ".join(str(i) for i in unmanaged)
-            where = "as a root" if place[0] is None else f"under node {place[0]}"
-            why = (
-                f"{variant.label} runs eagerly {where}: it mutates input {idx} in place, which here is neither "
-                "static nor an output of the current path; a graph would mutate its recorded copy instead "
-                "(pass the input as static, or hand it an output of the tree)"
-            )
-        self._mutation_hints[place] = why
-        return why
-
-    def _limit_reason(self, variant: Variant, mismatch: str) -> str:
-        place = None if self.current is None else self.current.id
-        where = "as a root" if place is None else f"under node {place}"
-        return R.limit_reason(self.rules, variant.label, where, self.rerecord_limit, mismatch)
-
-    def _count_managed_moves(self, place, variant: Variant, args: tuple, children, notes: list[str]) -> Optional[str]:
-        """torch 2.15: count the inputs that were outputs of the path when the latest graph here
-        was recorded and have moved since; note the count (or a demotion to copying) in `notes`
-        and return why the place runs eagerly from now on (action "skip"), or None."""
-        if self.rules.managed_input_rerecord_limit is None or not children:
-            return None
-        latest = children[-1]  # as torch: older graphs must not keep charging inputs that settled
-        returned = {leaf.alias_of for leaf in latest.leaves}
-        owners = {
-            i: f"output {out} of node {node_id}"
-            for i, (recorded, node_id, out) in latest.managed_addresses.items()
-            if self.backend.address(args[i]) != recorded
-            and R.copyable(bool(variant.mutated), i in variant.function.static, f"input {i}" in returned)
-        }
-        if not owners:
-            return None
-        moves = R.count_managed_moves(
-            self.rules, self._managed_moves.get(place, {}), self._demoted.get(place, ()), owners
-        )
-        self._managed_moves[place], self._demoted[place] = dict(moves.counts), moves.demoted
-        where = f"under node {place[0]}"
-        if moves.reached:
-            self._skips[place] = R.managed_skip_reason(self.rules, variant.label, moves, owners, where)
-            return self._skips[place]
-        notes.append(R.managed_note(self.rules, moves, owners, owners, where))
+            return places.mutation_hint(variant, args, self.current, refresh=False)
         return None
 
     def _try_end_path(self, start: float) -> bool:
@@ -513,29 +388,6 @@ class Tree:
         self.state = "none"
         self._restored_at = None
 
-    def _invalidate_path(self, old_generation: int, cloned: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-        """Invalidate the live outputs of the path, or, with generation cloning (torch 2.14+),
-        clone them out of the pool (those of backward functions excepted) into `cloned`."""
-        invalidated = []
-        cloning = self.rules.generation_cloning is not None
-        for node in self.current.path:
-            for i in node.live_outputs():
-                if cloning and node.variant.function.mode != "backward":
-                    if node.leaves[i].alias_of is None:  # an alias moves with the output it aliases
-                        cloned.append((node.id, i, self.backend.clone_out(node.leaves[i].ref)))
-                    continue
-                invalidated.append((node.id, i))
-                node.invalid.add(i)
-                if node.leaves[i].alias_of is not None:
-                    continue  # shares its storage with the output it aliases, invalidated with it
-                message = (
-                    f"{OVERWRITTEN}: output {i} of {node.variant.label} (node {node.id}, generation "
-                    f"{old_generation}) was invalidated when mark_step() began generation {self.generation}. "
-                    "Clone it (y.clone()) before the next generation to keep it."
-                )
-                node.leaves[i].ref.invalidate(message)
-        return invalidated
-
     def _restore_checkpoint(self) -> None:
         """Before recording after replays: the allocator as after the current node's recording.
 
@@ -546,23 +398,9 @@ class Tree:
         if self._restored_at is node:
             return
         start = time.perf_counter()
-        live = [
-            (n.leaves[i].address, n.leaves[i].ref)
-            for n in node.path
-            for i in n.live_outputs()
-            if n.leaves[i].alias_of is None
-        ]
-        dead = list(dict.fromkeys(n.leaves[i].address for n, i in node.live_after if not n.output_alive(i)))
-        self.backend.restore(node.checkpoint, live, dead)
+        reason = restore_checkpoint(node, self.backend)
         self._restored_at = node
-        self._recorder.step(
-            "checkpoint_restore",
-            f"allocator state saved after recording node {node.id} restored, keeping {len(live)} live "
-            f"output(s) of the path and freeing {len(dead)} that died since, so a new recording "
-            "does not overwrite live memory",
-            node=node.id,
-            start=start,
-        )
+        self._recorder.step("checkpoint_restore", reason, node=node.id, start=start)
 
     def _warmup(self, variant: Variant, args: tuple, start: float) -> Any:
         if self.state == "execution":
@@ -614,12 +452,12 @@ class Tree:
     def _record(self, variant: Variant, args: tuple, mismatches: list[str], start: float) -> Any:
         fn = variant.function
         parent = self.current
-        managed = self._managed_inputs(args)
-        demoted = self._demoted.get((None if parent is None else parent.id, variant.id))
+        managed = managed_inputs(parent, args, self.backend.address)
+        demoted = self._places.demoted.get((None if parent is None else parent.id, variant.id))
         if demoted:  # torch 2.15, action "copy": copied like any other input, its address unchecked
             managed = {i: m for i, m in managed.items() if i not in demoted}
         copy = tuple(i for i in range(len(args)) if i not in fn.static and i not in managed)
-        live_before = self._path_liveness()
+        live_before = path_liveness(parent)
         try:
             result = self.backend.record(fn.fn, args, copy)
         except CaptureUnsupported as exc:
@@ -642,20 +480,7 @@ class Tree:
         node.input_buffers = result.input_buffers or {}
         node.checkpoint = self.backend.checkpoint()
         self.state = "recording"
-        where = "a new root (nothing on the path is live)" if parent is None else f"a new child of node {parent.id}"
-        if mismatches:
-            reason = "; ".join(mismatches) + f"; recording {where}"
-        elif parent is None:
-            reason = f"{variant.described} is warmed up and has no root graph yet; recording {where}"
-        else:
-            live = ", ".join(f"output {i} of node {n.id}" for n, i, alive in live_before if alive) or "nothing"
-            reason = (f"no child for {variant.label} under node {parent.id}, the current node (the last graph run "
-                      f"on the path; {live} live); recording {where}")
-        if self.pending_backward and fn.mode == "forward" and parent is not None:
-            reason += (
-                f"; {self.pending_backward} forward(s) have a pending backward, whose saved outputs keep the "
-                "path live: run the backward (or mark_step()) before the next forward to reach the replay path"
-            )
+        reason = record_reason(variant, parent, mismatches, live_before, self.pending_backward)
         self._recorder.step(
             "record", reason, function=variant.label, node=node.id, parent=None if parent is None else parent.id, start=start
         )
@@ -719,33 +544,6 @@ class Tree:
         if self.values:
             leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
             node.values = [value_summary(t) for t in leaves]
-
-    def _managed_inputs(self, args: tuple) -> dict[int, tuple[int, int, int]]:
-        """Inputs that are live outputs of the current path: they stay in place, not copied."""
-        if self.current is None:
-            return {}
-        owners = {}
-        for n in self.current.path:
-            for i, leaf in enumerate(n.leaves):
-                if leaf.ref is not None and n.output_alive(i):
-                    owners[leaf.address] = (n.id, i, leaf.nbytes)
-        found = {}
-        for idx, a in enumerate(args):
-            address = self.backend.address(a)
-            for base, (node_id, out, nbytes) in owners.items():
-                if base <= address < base + max(nbytes, 1):
-                    found[idx] = (address, node_id, out)
-        return found
-
-    def _path_liveness(self) -> list[tuple[Node, int, bool]]:
-        if self.current is None:
-            return []
-        return [
-            (n, i, n.output_alive(i))
-            for n in self.current.path
-            for i, leaf in enumerate(n.leaves)
-            if leaf.ref is not None and leaf.alias_of is None
-        ]
 
     def _track_mode(self, fn: TreeFunction) -> None:
         if fn.mode == "forward":
