@@ -191,6 +191,8 @@ class CudaBackend:
         self._caches: "weakref.WeakSet[CachedOutput]" = weakref.WeakSet()
         self.capture_disabled: Optional[str] = None  # why no capture can begin in the pool any more
         self.read_kernels = False  # set by the tree: keep each graph's nodes (kernels) when recording
+        # the pool's segments as last read, and the allocator's counters then (see segments)
+        self._segments: Optional[tuple[tuple, list[RawSegment]]] = None
         with torch.cuda.device(self.device):
             self.pool = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(self.device)
@@ -249,6 +251,7 @@ class CudaBackend:
         return compat.cuda_function("get_checkpoint_state")(self.index, self.pool)
 
     def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
+        self._segments = None  # the allocator's state is set wholesale: its counters need not move
         self.drop_cached_outputs()  # the storages of live outputs become owning; dead ones are freed
         live_storages = [ref.cdata for _, ref in live]
         compat.cuda_function("set_checkpoint_pool_state")(self.index, state, [], live_storages)
@@ -256,7 +259,15 @@ class CudaBackend:
             compat.cuda_function("raw_delete")(address)
 
     def segments(self) -> list[RawSegment]:
-        return pool_segments(self.index, self.pool)
+        """The pool's segments, read again only when the allocator allocated, freed, or took or
+        gave back a segment since the last read (its cumulative counters moved): a steady replay
+        changes none of them, and reading the allocator's snapshot costs more than the replay."""
+        counters = allocator_counters(self.index)
+        if self._segments is not None and self._segments[0] == counters:
+            return self._segments[1]
+        segments = pool_segments(self.index, self.pool)
+        self._segments = (counters, segments)
+        return segments
 
     # -- running ---------------------------------------------------------------------------
     def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:
@@ -539,6 +550,24 @@ def _no_garbage_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+_COUNTERS = (("allocation", "all", "allocated"), ("allocation", "all", "freed"), ("segment", "all", "allocated"),
+             ("segment", "all", "freed"), ("requested_bytes", "all", "allocated"), ("requested_bytes", "all", "freed"),
+             ("num_alloc_retries",), ("num_ooms",))
+
+
+def allocator_counters(device_index: int) -> tuple:
+    """The caching allocator's cumulative counts of allocations, frees, segments taken and given
+    back (and the bytes asked): equal twice only if no block or segment changed in between."""
+    stats = torch.cuda.memory.memory_stats_as_nested_dict(device_index)
+    out = []
+    for path in _COUNTERS:
+        value: Any = stats
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        out.append(value)
+    return tuple(out)
 
 
 def pool_segments(device_index: int, pool: Any) -> list[RawSegment]:
