@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import platform
 import statistics
 import sys
@@ -26,6 +25,7 @@ import time
 import torch
 
 import cgviz
+from _stats import emit, medians, paired
 
 VARIANTS = {
     "plain": None,
@@ -77,21 +77,15 @@ def one_round(graph: torch.cuda.CUDAGraph, options, replays: int, host: bool) ->
     return took
 
 
-def quartiles(xs: list[float]) -> list[float]:
-    q = statistics.quantiles(xs, n=4)
-    return [round(q[0], 3), round(q[2], 3)]
-
-
 def summary(samples: dict[str, list[float]]) -> dict:
     """Medians and quartiles per variant; per round, each variant's extra over that round's plain
     replay (median and quartiles); and the ratio of medians."""
     plain = statistics.median(samples["plain"])
-    extra = {k: [a - b for a, b in zip(v, samples["plain"])] for k, v in samples.items() if k != "plain"}
-    return {
-        "median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
-        "quartiles": {k: quartiles(v) for k, v in samples.items()},
-        "extra_us": {k: round(statistics.median(v), 3) for k, v in extra.items()},
-        "extra_quartiles": {k: quartiles(v) for k, v in extra.items()},
+    observed = {k: v for k, v in samples.items() if k != "plain"}
+    extra = {k: paired(v, samples["plain"], lambda x, y: x - y) for k, v in observed.items()}
+    return medians(samples) | {
+        "extra_us": {k: e["median"] for k, e in extra.items()},
+        "extra_quartiles": {k: e["quartiles"] for k, e in extra.items()},
         "ratio_to_plain": {k: round(statistics.median(v) / plain, 3) for k, v in samples.items()},
     }
 
@@ -112,11 +106,7 @@ def main(argv: list[str]) -> int:
                 by_variant[name].append(one_round(graph, options, args.replays, loop == "host_bound"))
     for loop, by_variant in samples.items():
         out[loop] = summary(by_variant)
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(out, args.out)
     return 0
 
 

@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 import torch
+from _stats import paired, quartiles
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
@@ -133,12 +134,7 @@ def main(argv=None) -> int:
         assert tree.nodes and tree.nodes[-1].replays > 0, f"{level}: the replay path was not hit"
         if kinds:
             assert kinds["execute"] > 0
-    quartiles = {name: [round(q, 2) for q in statistics.quantiles(v, n=4)[::2]] for name, v in samples.items()}
-
-    def paired(a: str, b: str) -> dict:
-        """The ratio a/b in each repetition (both ran in it): median and quartiles."""
-        per = [x / y for x, y in zip(samples[a], samples[b])]
-        return {"median": round(statistics.median(per), 3), "quartiles": [round(q, 3) for q in statistics.quantiles(per, n=4)[::2]]}
+    quartiles_us = {name: quartiles(v, 2) for name, v in samples.items()}
 
     base = medians["cgviz_trace_None"]
     result = {
@@ -152,11 +148,11 @@ def main(argv=None) -> int:
         "calls": args.calls,
         "repeats": args.repeats,
         "per_call_us": medians,
-        "quartiles_us": quartiles,
+        "quartiles_us": quartiles_us,
         "paired_ratios": {
-            "cgviz_None_vs_raw_copy_replay": paired("cgviz_trace_None", "raw_copy_replay"),
-            "cgviz_events_vs_None": paired("cgviz_trace_events", "cgviz_trace_None"),
-            "cgviz_full_vs_None": paired("cgviz_trace_full", "cgviz_trace_None"),
+            "cgviz_None_vs_raw_copy_replay": paired(samples["cgviz_trace_None"], samples["raw_copy_replay"]),
+            "cgviz_events_vs_None": paired(samples["cgviz_trace_events"], samples["cgviz_trace_None"]),
+            "cgviz_full_vs_None": paired(samples["cgviz_trace_full"], samples["cgviz_trace_None"]),
         },
         "ratios": {
             "cgviz_None_vs_raw_copy_replay": round(base / medians["raw_copy_replay"], 3),

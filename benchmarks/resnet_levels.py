@@ -19,44 +19,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
-import json
 import platform
-import statistics
 import sys
-import time
 from typing import Callable
 
 import torch
-
-
-def per_call(step: Callable[[], object], calls: int) -> float:
-    """µs per call of `calls` calls and one synchronize, the garbage collector off."""
-    torch.cuda.synchronize()
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            step()
-        torch.cuda.synchronize()
-        return (time.perf_counter_ns() - start) / calls / 1000
-    finally:
-        gc.enable()
-
-
-def quartiles(xs: list[float]) -> list[float]:
-    q = statistics.quantiles(xs, n=4)
-    return [round(q[0], 3), round(q[2], 3)]
+from _stats import emit, medians, paired, per_call_us
 
 
 def summary(samples: dict[str, list[float]], ratios: dict[str, tuple[str, str]]) -> dict:
-    out = {"median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
-           "quartiles": {k: quartiles(v) for k, v in samples.items()}, "ratios": {}}
-    for name, (a, b) in ratios.items():
-        per_round = [x / y for x, y in zip(samples[a], samples[b])]
-        out["ratios"][name] = {"median": round(statistics.median(per_round), 3), "quartiles": quartiles(per_round)}
-    return out
+    """Medians and quartiles, and each named ratio paired round by round."""
+    return medians(samples) | {"ratios": {name: paired(samples[a], samples[b]) for name, (a, b) in ratios.items()}}
 
 
 def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
@@ -116,7 +89,7 @@ def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Calla
             """ms per step of `steps` steps timed inside the observation (its start and end aside)."""
             with cgviz.observe_torch(trace=level) if level else contextlib.nullcontext():
                 train(2)
-                return per_call(lambda: train(steps), 1) / steps / 1000
+                return per_call_us(lambda: train(steps), 1) / steps / 1000
         return run
 
     return {"no_observer": observed(None), "events": observed("events"), "full": observed("full")}, lambda: train(6)
@@ -141,7 +114,7 @@ def main(argv: list[str]) -> int:
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(args.rounds):
             for name, step in runs.items():
-                samples[name].append(per_call(step, args.calls))
+                samples[name].append(per_call_us(step, args.calls))
     result["inference_batch1_us_per_call"] = summary(samples, {
         f"cgviz_{lvl}_vs_copy_replay": (f"cgviz_{lvl}", "copy_replay") for lvl in (None, "events", "full")} | {
         "cgviz_None_vs_torch_trees": ("cgviz_None", "torch_trees"), "eager_vs_copy_replay": ("eager", "copy_replay")})
@@ -155,11 +128,7 @@ def main(argv: list[str]) -> int:
     result["training_ms_per_step"] = summary(samples, {
         "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
     result["training_steps_per_round"] = args.steps
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(result, args.out)
     return 0
 
 

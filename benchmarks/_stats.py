@@ -1,0 +1,55 @@
+"""What the GPU benchmarks share: timing a loop, quartiles, paired ratios, writing the JSON.
+
+Imported by the scripts beside it (run as `python benchmarks/<name>.py`, which puts this folder
+first on sys.path)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import time
+from typing import Callable, Optional
+
+
+def per_call_us(step: Callable[[], object], calls: int) -> float:
+    """µs per call of `calls` calls and one synchronize, the garbage collector off (as timeit)."""
+    import torch
+
+    torch.cuda.synchronize()
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            step()
+        torch.cuda.synchronize()
+        return (time.perf_counter_ns() - start) / calls / 1000
+    finally:
+        gc.enable()
+
+
+def quartiles(xs: list[float], digits: int = 3) -> list[float]:
+    q = statistics.quantiles(xs, n=4)
+    return [round(q[0], digits), round(q[2], digits)]
+
+
+def paired(a: list[float], b: list[float], combine: Callable[[float, float], float] = lambda x, y: x / y) -> dict:
+    """a against b in each round both ran in (a ratio by default): the median and quartiles."""
+    per_round = [combine(x, y) for x, y in zip(a, b)]
+    return {"median": round(statistics.median(per_round), 3), "quartiles": quartiles(per_round)}
+
+
+def medians(samples: dict[str, list[float]]) -> dict:
+    """Each variant's median and quartiles."""
+    return {"median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
+            "quartiles": {k: quartiles(v) for k, v in samples.items()}}
+
+
+def emit(result: dict, out: Optional[str]) -> None:
+    """Print the result as JSON, and write it to `out` where given."""
+    text = json.dumps(result, indent=1)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
