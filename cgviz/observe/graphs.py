@@ -15,9 +15,8 @@ from typing import Iterator, Optional
 
 from cgviz.observe import _graph_hooks
 from cgviz.observe.graph_observer import GraphObserver
-from cgviz.trace.io import check_save_target
+from cgviz.observe.session import leave, save, save_target
 from cgviz.trace.model import Trace
-from cgviz.trace.ranks import rank_path
 
 __all__ = ["observe_graphs", "start_observing_graphs", "stop_observing_graphs", "GraphObserver"]
 
@@ -38,14 +37,7 @@ def start_observing_graphs(trace: str = "full", kernels: Optional[bool] = None, 
 
 def stop_observing_graphs(observer: GraphObserver) -> Trace:
     """Stop one observer; the hooks are removed when none is left."""
-    try:
-        observer.finish()
-    finally:
-        if observer in _graph_hooks.ACTIVE:
-            _graph_hooks.ACTIVE.remove(observer)
-        if not _graph_hooks.ACTIVE:
-            _graph_hooks.uninstall()
-    return observer.trace
+    return leave(observer, _graph_hooks.ACTIVE, _graph_hooks.uninstall)
 
 
 @contextlib.contextmanager
@@ -63,13 +55,10 @@ def observe_graphs(trace: str = "full", path: str | os.PathLike | None = None, *
     the captured graph to its capture-end hook (torch 2.14+, with NVIDIA's cuda.bindings); on
     older torch they are not read, so that no graph is made differently. Tell batch sizes and padding with `cgviz.graph_batch`.
     With `path`, the trace is saved there when the block ends (`{rank}` filled in)."""
-    target = None if path is None else rank_path(path)
-    if target is not None:
-        check_save_target(target, "trace")
+    target = save_target(path)
     observer = start_observing_graphs(trace, kernels, timed)
     try:
         yield observer.trace
     finally:
         stop_observing_graphs(observer)
-        if target is not None:
-            observer.trace.save(rank_path(target, observer.trace))
+        save(observer.trace, target)

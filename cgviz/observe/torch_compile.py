@@ -19,10 +19,9 @@ from typing import Iterator, Optional
 from cgviz.observe import _hooks
 from cgviz.observe.naming import OVERWRITTEN, compiled_graph_name
 from cgviz.observe.observer import TorchObserver
-from cgviz.trace.io import check_save_target
+from cgviz.observe.session import leave, save, save_target
 from cgviz.trace.model import Trace
 from cgviz.trace.paths import portable_path, portable_paths
-from cgviz.trace.ranks import rank_path
 
 __all__ = ["observe_torch", "start_observing", "stop_observing", "TorchObserver", "compiled_graph_name",
            "portable_path", "portable_paths"]
@@ -42,14 +41,7 @@ def start_observing(trace: str = "full", kernels: Optional[bool] = None) -> Torc
 
 def stop_observing(observer: TorchObserver) -> Trace:
     """Stop one observer; the wrapping is removed when none is left."""
-    try:
-        observer.finish()
-    finally:
-        if observer in _hooks.ACTIVE:
-            _hooks.ACTIVE.remove(observer)
-        if not _hooks.ACTIVE:
-            _hooks.uninstall()
-    return observer.trace
+    return leave(observer, _hooks.ACTIVE, _hooks.uninstall)
 
 
 @contextlib.contextmanager
@@ -76,9 +68,7 @@ def observe_torch(trace: str = "full", path: str | os.PathLike | None = None, *,
     their nodes (`trace.graphs`), not shown twice."""
     if not isinstance(graphs, bool):
         raise TypeError(f"graphs must be True or False, not {graphs!r}")
-    target = None if path is None else rank_path(path)
-    if target is not None:
-        check_save_target(target, "trace")
+    target = save_target(path)
     observer = start_observing(trace, kernels)
     plain = None
     try:
@@ -97,5 +87,4 @@ def observe_torch(trace: str = "full", path: str | os.PathLike | None = None, *,
 
             stop_observing_graphs(plain)
         stop_observing(observer)
-        if target is not None:
-            observer.trace.save(rank_path(target, observer.trace))  # the rank (and device) in its meta
+        save(observer.trace, target)
