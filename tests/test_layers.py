@@ -17,10 +17,6 @@ LAYERS = {"trace": set(), "views": {"trace"}, "engine": {"trace"}, "observe": {"
 # hosts (widgets, magics, cli, run, data, scenarios, ...) may import every layer
 
 KNOWN = {
-    # Step.headline() is the public way to print a step (docs, notebooks); its words live in views
-    ("trace/model.py", "views.text"),
-    # explain() words the tree in views' terms; to move into views fed by a snapshot
-    ("engine/explain.py", "views.text"),
     # the private torch names the two producers share; to move below both (cgviz/_torch/)
     ("observe/_hooks.py", "engine._torch_compat"),
     ("observe/_hooks.py", "engine.kernels"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cgviz.engine.node import Node, hexaddr
+from cgviz.trace.words import kernel_summary, time_line
 
 if TYPE_CHECKING:
     from cgviz.engine.tree import Tree
@@ -53,8 +54,6 @@ def render_tree(tree: "Tree") -> str:
 
 def _profile_lines(profile: dict) -> list[str]:
     """Each recorded graph's times and kernels (Tree(profile=True))."""
-    from cgviz.views.text import kernel_summary, time_line
-
     out = []
     for node_id, entry in profile.items():
         if entry.get("kind") != "graph":

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
+from cgviz.trace import words
+
 SCHEMA_VERSION = 2
 
 
@@ -176,10 +178,8 @@ class Step:
         return self.graph is not None
 
     def headline(self) -> str:
-        """A one-line description: 'record g → node 3 · generation 2' (`views.text.headline`)."""
-        from cgviz.views.text import headline
-
-        return headline(self)
+        """A one-line description: 'record g → node 3 · generation 2' (`trace.words.headline`)."""
+        return words.headline(self)
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Bytes and times as people read them, and counted words: used by producers, analyses and views
-alike (views/text.py re-exports them)."""
+alike (trace/words.py builds on them; views/text.py re-exports them)."""
 
 from __future__ import annotations
 
