@@ -1,4 +1,4 @@
-"""The layers point one way: hosts → views → trace; producers (engine, observe) → trace.
+"""The layers point one way: hosts → views → trace; producers (engine, observe) → _torch → trace.
 
 Every import of a cgviz module by another (at the top or inside a function) is read from the
 sources. A forbidden one fails the test, unless it is one of the few known ones below, each
@@ -13,16 +13,14 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cgviz"
 LEAVES = {"_version", "progress"}  # import nothing of cgviz: any layer may use them
-LAYERS = {"trace": set(), "views": {"trace"}, "engine": {"trace"}, "observe": {"trace"}}
+LAYERS = {"trace": set(), "views": {"trace"}, "_torch": {"trace"}, "engine": {"trace", "_torch"},
+          "observe": {"trace", "_torch"}}
 # hosts (widgets, magics, cli, run, data, scenarios, ...) may import every layer
 
 KNOWN = {
-    # the private torch names the two producers share; to move below both (cgviz/_torch/)
-    ("observe/_hooks.py", "engine._torch_compat"),
-    ("observe/_hooks.py", "engine.kernels"),
-    ("observe/_torch_layout.py", "engine._torch_compat"),
+    # the release table both producers decide by; it reads torch's dynamo config (a private
+    # name), which must move to engine/_torch_compat.py before the table can go below both
     ("observe/_torch_layout.py", "engine.rules"),
-    ("observe/observer.py", "engine.cuda"),
 }
 
 
@@ -63,7 +61,7 @@ def forbidden() -> set[tuple[str, str]]:
 
 def test_no_layer_imports_one_above_it_or_the_other_producer():
     new = sorted(forbidden() - KNOWN)
-    assert new == [], "forbidden imports (hosts → views → trace; engine, observe → trace):\n" + "\n".join(
+    assert new == [], "forbidden imports (hosts → views → trace; engine, observe → _torch → trace):\n" + "\n".join(
         f"  {file} imports cgviz.{module}" for file, module in new)
 
 
@@ -81,3 +79,37 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from cgviz.views.text import headline\n    import cgviz.engine.tree\n")
     assert cgviz_imports(source) == {"views.text", "engine.tree"}
+
+
+def torch_names(path: Path) -> set[str]:
+    """The names of torch a file reads: `torch.a.b` chains, `from torch.a import b`, "torch.a" strings."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute):
+            parts, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                parts.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id == "torch":
+                found.add(".".join(["torch"] + parts[::-1]))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("torch.") \
+                and not any(c.isspace() for c in node.value):  # a name, not a docstring
+            found.add(node.value)
+    return found
+
+
+def test_the_torch_layer_reads_only_public_names_of_torch():
+    """Private names of torch stay in engine/_torch_compat.py and observe/_torch_layout.py."""
+    for path in sorted((PACKAGE / "_torch").glob("*.py")):
+        private = [n for n in torch_names(path) if any(p.startswith("_") and not p.startswith("__") for p in n.split("."))]
+        assert private == [], f"_torch/{path.name} reads private names of torch: {private}"
+
+
+def test_the_torch_names_check_sees_private_ones(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import sys\nimport torch\nfrom torch._dynamo import config\ntorch._C._cuda_x()\n"
+                      "sys.modules.get('torch._dynamo.config')\ntorch.cuda.memory_snapshot()\n")
+    assert torch_names(source) == {"torch._dynamo.config", "torch._C", "torch._C._cuda_x",
+                                   "torch.cuda", "torch.cuda.memory_snapshot"}

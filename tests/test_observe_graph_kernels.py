@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cgviz.engine._torch_compat import inspectable_graph_class
+from cgviz._torch.graphs import inspectable_graph_class
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe._hooks import graph_kernels
 from cgviz.observe.observer import TorchObserver

@@ -307,7 +307,7 @@ def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(mon
         for fn in list(registry.values()):
             fn(Graph())  # what torch does at instantiate()
     assert registry == {}
-    from cgviz.engine.kernels import kernel_counts_from_data
+    from cgviz._torch.kernels import kernel_counts_from_data
 
     assert [kernel_counts_from_data(d) for d in seen] == [[["k", 1], ["memcpy", 1]]]
     monkeypatch.setattr(layout, "RELEASE", (2, 13))

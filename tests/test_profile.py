@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import cgviz
-from cgviz.engine.kernels import graph_nodes, kernel_counts
+from cgviz._torch.kernels import graph_nodes, kernel_counts
 from cgviz.engine.profile import value_summary
 from cgviz.trace.model import Step, Trace
 from cgviz.views.page_data import page_data

@@ -7,8 +7,6 @@ calls plain functions and `cgviz info` can list what was found.
 
 from __future__ import annotations
 
-import functools
-
 from typing import Any, Callable, Optional
 
 import torch
@@ -104,55 +102,6 @@ def missing_cuda_names() -> list[str]:
 def storage_use_count(storage_id: int) -> int:
     """How many strong references the storage has (liveness of outputs the sim backend keeps)."""
     return _C._storage_Use_Count(storage_id)
-
-
-def inspectable_graph() -> Any:
-    """A CUDAGraph that keeps its cudaGraph_t after instantiation, so that `graph_dot` can print
-    it (torch's debug mode; `keep_graph=True` where torch has it, as recent releases need)."""
-    return inspectable_graph_class()()
-
-
-@functools.lru_cache(maxsize=None)
-def inspectable_graph_class() -> type:
-    """torch's CUDAGraph, made to keep its graph (see `inspectable_graph`): a subclass, so that
-    it can stand in for torch.cuda.CUDAGraph where torch's own code makes a graph."""
-    from torch.cuda.graphs import CUDAGraph
-
-    class InspectableGraph(CUDAGraph):
-        # torch's graph takes keep_graph twice: in __new__ (its Python class) and in __init__
-        # (the C++ class); a call with no arguments must pass True to both
-        def __new__(cls, keep_graph: bool = False) -> Any:
-            try:
-                return super().__new__(cls, True)
-            except TypeError:  # releases before keep_graph kept the graph in debug mode alone
-                return super().__new__(cls)
-
-        def __init__(self, keep_graph: bool = False) -> None:
-            try:
-                super().__init__(True)
-            except TypeError:
-                super().__init__()
-            self.enable_debug_mode()
-
-    return InspectableGraph
-
-
-def graph_dot(graph: Any) -> str:
-    """The DOT text CUDA writes for a captured graph (`cudaGraphDebugDotPrint`), '' if none."""
-    import os
-    import tempfile
-    import warnings
-
-    fd, path = tempfile.mkstemp(suffix=".dot")
-    os.close(fd)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch warns "DEBUG: calling debug_dump()" on each call
-            graph.debug_dump(path)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    finally:
-        os.unlink(path)
 
 
 def storage_id(storage: Any) -> int:

@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
+from cgviz._torch.allocator import RawSegment
+
 
 def describe_exception(exc: BaseException) -> str:
     """'ValueError: message', even for an exception whose __str__ itself raises."""
@@ -59,22 +61,6 @@ class RunResult:
     capture_blocker: Optional[str] = None  # warmup only: why this function cannot be captured
     mutated: frozenset[int] = frozenset()  # inputs the run wrote in place (warmup only)
     kernels: Optional[list] = None  # record only, when asked: the graph's nodes, [[name, count], ...]
-
-
-@dataclass
-class RawBlock:
-    address: int
-    size: int
-    requested: int
-    allocated: bool
-
-
-@dataclass
-class RawSegment:
-    address: int
-    size: int
-    kind: str
-    blocks: list[RawBlock]
 
 
 class Backend(Protocol):

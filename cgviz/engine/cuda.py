@@ -6,7 +6,8 @@ once (capture runs no kernels). Replay copies non-static inputs into the recorde
 buffers, replays, and hands out tensors on the static output memory: built at a graph's
 first replay and handed out again while nothing else holds them (CachedOutput), so the
 replay path builds no tensors, as torch's own tree keeps its cached outputs.
-Private torch functions come from _torch_compat.
+Private torch functions come from _torch_compat; the pool's segments and a graph's kernels, read
+through public torch API, from cgviz/_torch.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from cgviz._torch.allocator import RawSegment, allocator_counters, pool_segments
+from cgviz._torch.graphs import graph_dot, inspectable_graph
+from cgviz._torch.kernels import kernel_counts
 from cgviz.engine import _torch_compat as compat
-from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult, describe_exception
+from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RunResult, describe_exception
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
-from cgviz.engine.kernels import kernel_counts
 from cgviz.engine.profile import CudaTimer
 from cgviz.engine.watch import RunWatcher, prepare, rebase
 
@@ -286,13 +289,13 @@ class CudaBackend:
         with self._in_pool():
             for i in copy_inputs:
                 buffers[i] = inputs[i] = input_buffer(inputs[i], self.device)
-        graph = compat.inspectable_graph() if self.read_kernels else torch.cuda.CUDAGraph()
+        graph = inspectable_graph() if self.read_kernels else torch.cuda.CUDAGraph()
         # refused before CUDA sees it: a capture CUDA breaks leaves torch's allocators recording
         watcher = RunWatcher(refuse_host_sync=True)
         with _no_garbage_collection(), torch.cuda.device(self.device), _cublas_workspaces_cleared():
             out = self._capture(graph, fn, inputs, watcher)
         graph.replay()  # capture ran no kernels: compute the outputs once
-        kernels = kernel_counts(compat.graph_dot(graph)) if self.read_kernels else None
+        kernels = kernel_counts(graph_dot(graph)) if self.read_kernels else None
         leaves, spec = tree_flatten(out)
         infos, plan = self._describe(leaves, inputs, watcher.new_storages)
         groups = {}
@@ -550,40 +553,6 @@ def _no_garbage_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-_COUNTERS = (("allocation", "all", "allocated"), ("allocation", "all", "freed"), ("segment", "all", "allocated"),
-             ("segment", "all", "freed"), ("requested_bytes", "all", "allocated"), ("requested_bytes", "all", "freed"),
-             ("num_alloc_retries",), ("num_ooms",))
-
-
-def allocator_counters(device_index: int) -> tuple:
-    """The caching allocator's cumulative counts of allocations, frees, segments taken and given
-    back (and the bytes asked): equal twice only if no block or segment changed in between."""
-    stats = torch.cuda.memory.memory_stats_as_nested_dict(device_index)
-    out = []
-    for path in _COUNTERS:
-        value: Any = stats
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        out.append(value)
-    return tuple(out)
-
-
-def pool_segments(device_index: int, pool: Any) -> list[RawSegment]:
-    """The segments of one private pool, from torch.cuda.memory_snapshot()."""
-    out = []
-    for seg in torch.cuda.memory_snapshot():
-        if seg.get("device") != device_index or tuple(seg.get("segment_pool_id", ())) != tuple(pool):
-            continue
-        blocks, address = [], seg["address"]
-        for b in seg["blocks"]:
-            start = b.get("address", address)
-            state = b.get("state", "")
-            blocks.append(RawBlock(start, b["size"], b.get("requested_size", 0), state.startswith("active")))
-            address = start + b["size"]
-        out.append(RawSegment(seg["address"], seg["total_size"], seg.get("segment_type", ""), blocks))
-    return sorted(out, key=lambda s: s.address)
 
 
 def _leaf_plan(leaf: Any, kind: str, index: int) -> _Leaf:

@@ -18,7 +18,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cgviz.engine._torch_compat import storage_id, storage_use_count
-from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RawBlock, RawSegment, RunResult
+from cgviz._torch.allocator import RawBlock, RawSegment
+from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RunResult
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.pool_model import PoolModel
 from cgviz.engine.profile import WallTimer

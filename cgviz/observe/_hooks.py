@@ -16,8 +16,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from cgviz.engine import _torch_compat as compat
-from cgviz.engine.kernels import kernel_counts, kernel_counts_from_data
+from cgviz._torch.graphs import graph_dot
+from cgviz._torch.kernels import kernel_counts, kernel_counts_from_data
 from cgviz.observe import _torch_layout as layout
 
 if TYPE_CHECKING:
@@ -450,7 +450,7 @@ def graph_kernels(graph: Any) -> Optional[list]:
         except Exception:  # no cuda.bindings, or a graph that kept no cudaGraph_t
             pass
     try:
-        dot = compat.graph_dot(graph)
+        dot = graph_dot(graph)
     except Exception:  # a graph that did not keep its cudaGraph_t: debug_dump refuses
         return None
     return kernel_counts(dot) if dot else None

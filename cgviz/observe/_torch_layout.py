@@ -644,9 +644,9 @@ def instantiated_graph_data() -> Any:
 def graphs_kept() -> Any:
     """While torch's manager records a node: the CUDA graph it makes (``torch.cuda.CUDAGraph()``
     in CUDAGraphNode.__init__) keeps its cudaGraph_t, so that its kernels can be read after the
-    capture (`_torch_compat.graph_dot`). torch instantiates such a graph at its first replay,
+    capture (`cgviz._torch.graphs.graph_dot`). torch instantiates such a graph at its first replay,
     which torch's recording does at once, so what the node runs is unchanged."""
-    from cgviz.engine._torch_compat import inspectable_graph_class
+    from cgviz._torch.graphs import inspectable_graph_class
 
     kept, saved = inspectable_graph_class(), torch.cuda.CUDAGraph
     torch.cuda.CUDAGraph = kept

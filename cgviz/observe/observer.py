@@ -510,7 +510,7 @@ class TorchObserver:
         device = layout.manager_index(manager)
         if pool is None or device is None:
             return []
-        from cgviz.engine.cuda import pool_segments
+        from cgviz._torch.allocator import pool_segments
         from cgviz.trace.ownership import owned_segments
 
         return owned_segments(pool_segments(device, pool), views, {})

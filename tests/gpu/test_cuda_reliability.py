@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import cgviz
-from cgviz.engine.cuda import pool_segments
+from cgviz._torch.allocator import pool_segments
 from helpers import calls
 
 DEV = "cuda"

@@ -56,7 +56,7 @@ def test_kernels_off_keeps_torch_graph_as_torch_made_it():
         for _ in range(3):
             graphed(a, a)
     assert "profile" not in trace.meta
-    from cgviz.engine._torch_compat import inspectable_graph_class
+    from cgviz._torch.graphs import inspectable_graph_class
     from torch._inductor import cudagraph_trees as trees
 
     manager = trees.get_container(torch.cuda.current_device()).get_tree_manager()

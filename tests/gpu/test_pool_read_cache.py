@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cgviz._torch.allocator import pool_segments
 from cgviz.engine import cuda
 from cgviz.scenarios import SCENARIOS, run_scenario
 
@@ -22,7 +23,7 @@ def test_a_kept_pool_reading_equals_a_fresh_one_at_every_step(monkeypatch):
         got = kept_read(self)
         seen["reads"] += 1
         seen["kept"] += before is not None and got is before[1]
-        fresh = cuda.pool_segments(self.index, self.pool)
+        fresh = pool_segments(self.index, self.pool)
         if got != fresh:
             wrong.append((len(got), len(fresh)))
         return got
