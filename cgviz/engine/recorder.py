@@ -9,9 +9,10 @@ owners by trace/ownership.py.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Optional
 
-from cgviz.trace.fold import StepLog, step_key
+from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.model import NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
 from cgviz.trace.ownership import owned_segments
 
@@ -30,13 +31,22 @@ class Recorder:
     def __init__(self, tree: "Tree", level: Optional[str]) -> None:
         self.tree = tree
         self.level = level
-        self.trace = Trace(meta={"trace_level": level})
+        self._trace = Trace(meta={"trace_level": level})
         self.listeners: list = []  # callables(step), e.g. a live Explorer
-        self.log = StepLog(self.trace.steps, defer=False)  # read while the tree runs: kept exact
+        self.log = StepLog(self._trace.steps)
+        self._snap = self.snapshot if level == "full" else None
+        self._replays: dict[int, tuple] = {}  # node id -> (key, reason) of its replay step
+        self._path_ends: dict[int, tuple] = {}  # last node id -> (key, reason) of its path's end
+
+    @property
+    def trace(self) -> Trace:
+        """The trace, exact: the decisions of a repetition half done are kept as steps first."""
+        self.log.flush()
+        return self._trace
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
-        """Call `fn(step)` after each recorded step (a fold passes the block's last step), e.g.
-        a live Explorer; returns the function that stops it."""
+        """Call `fn(step)` after each recorded step (a fold passes the block's last step, once
+        per repetition), e.g. a live Explorer; returns the function that stops it."""
         self.listeners.append(fn)
 
         def unsubscribe() -> None:
@@ -46,7 +56,7 @@ class Recorder:
 
     @property
     def meta(self) -> dict:
-        return self.trace.meta
+        return self._trace.meta
 
     def step(
         self,
@@ -61,44 +71,65 @@ class Recorder:
     ) -> None:
         if self.level is None:
             return
-        duration = time.perf_counter() - start
-        step = Step(
-            index=len(self.trace.steps),
-            kind=kind,
-            reason=safe_text(reason),  # user text (exception messages, names) may not be valid UTF-8
-            generation=self.tree.generation,
-            function=None if function is None else safe_text(function),
-            node=node,
-            parent=parent,
-            duration=duration,
-            invalidated=invalidated or [],
-            # `start` is perf_counter()'s (durations need a steady clock); the step's start on the
-            # wall clock torch's profiler uses is now on that clock less the time since then
-            start=time.time() - duration,
-        )
-        self._append(step)
+        reason = safe_text(reason)  # user text (exception messages, names) may not be valid UTF-8
+        function = None if function is None else safe_text(function)
+        invalidated = invalidated or []
+        self._add(decision_key(kind, function, node, parent, invalidated, reason), kind, reason, start,
+                  function, node, parent, invalidated)
 
     def execute(self, node: "Node", start: float) -> None:
         """A replay, in torch's rule for one (CUDAGraphNode.check_invariants)."""
-        if self.level is None:
-            return
-        parent = node.parent
-        where = "a root" if parent is None else f"under node {parent.id}"
-        self.step(
-            "execute",
-            f"{node.variant.label} replays node {node.id} ({where}): {REPLAY_RULE}",
-            start=start,
-            function=node.variant.label,
-            node=node.id,
-            parent=None if parent is None else parent.id,
-        )
+        parts = self._replays.get(node.id)
+        if parts is None:
+            parent = None if node.parent is None else node.parent.id
+            where = "a root" if parent is None else f"under node {parent}"
+            label = safe_text(node.variant.label)
+            reason = safe_text(f"{node.variant.label} replays node {node.id} ({where}): {REPLAY_RULE}")
+            parts = self._replays[node.id] = (decision_key("execute", label, node.id, parent, (), reason), reason,
+                                              label, parent)
+        key, reason, label, parent = parts
+        self._add(key, "execute", reason, start, label, node.id, parent, [])
 
-    def _append(self, step: Step) -> None:
-        if self.level == "full":
-            step.snapshot = self.snapshot()
-        shown = self.log.add(step_key(step), step, step.duration)
-        for listener in self.listeners:
-            listener(shown)
+    def path_end(self, ended: "Node", start: float) -> None:
+        """The path ending at `ended` is over: all its outputs are dead."""
+        parts = self._path_ends.get(ended.id)
+        if parts is None:
+            ids = "→".join(str(n.id) for n in ended.path)
+            reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
+            parts = self._path_ends[ended.id] = (decision_key("path_end", None, None, None, (), reason), reason)
+        key, reason = parts
+        self._add(key, "path_end", reason, start, None, None, None, [])
+
+    def _add(self, key: tuple, kind: str, reason: str, start: float, function: Optional[str], node: Optional[int],
+             parent: Optional[int], invalidated: list) -> None:
+        """One decision into the log: its Step is made only if it is kept (a repetition of the
+        block before it is only counted), its snapshot only if what it shows changed."""
+        duration = time.perf_counter() - start
+        # `start` is perf_counter()'s (durations need a steady clock); the step's start on the
+        # wall clock torch's profiler uses is now on that clock less the time since then
+        make = partial(Step, 0, kind, reason, self.tree.generation, function, node, parent, duration,
+                       invalidated=invalidated, start=time.time() - duration)
+        snap = self._snap
+        shown = self.log.add(key, make, duration, state=None if snap is None else self._state(), snap=snap)
+        if shown is not None:
+            for listener in self.listeners:
+                listener(shown)
+
+    def _state(self) -> Optional[tuple]:
+        """What a snapshot shows, but replay counts, in a cheap form: two decisions with equal
+        states have equal snapshots but for the replays between them. The pool is taken to
+        change only with it: replays allocate nothing, and what they free is an output's death.
+        None (never equal): `values=True` keeps new values at every run."""
+        tree = self.tree
+        if tree.values:
+            return None
+        live = []
+        for n in tree.nodes:
+            invalid = n.invalid
+            for i, leaf in enumerate(n.leaves):
+                ref = leaf.ref
+                live.append(0 if ref is None else 2 if i in invalid else ref.alive())
+        return tree.current, tree.state, tree.generation, len(tree.nodes), tuple(live)
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

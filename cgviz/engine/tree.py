@@ -379,9 +379,7 @@ class Tree:
         ended = self.current
         self._end_path()
         if self._recorder.level is not None:
-            ids = "→".join(str(n.id) for n in ended.path)
-            reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
-            self._recorder.step("path_end", reason, start=start)
+            self._recorder.path_end(ended, start)
 
     def _end_path(self) -> None:
         self.current = None

@@ -8,9 +8,10 @@ block's repeat count. Engines and observers fold as they record; both use these 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Union
+from collections import Counter
+from typing import Any, Callable, Hashable, Optional, Union
 
-from cgviz.trace.model import Step, Trace
+from cgviz.trace.model import Snapshot, Step, Trace
 
 MAX_SPAN = 8
 
@@ -30,6 +31,27 @@ def step_key(step: Step) -> tuple:
 StepOrMaker = Union[Step, Callable[[], Step]]
 
 
+def replays_in(block: list[Step]) -> dict[int, int]:
+    """How many times each node replays in one repetition of a block (its execute steps)."""
+    return Counter(s.node for s in block if s.kind == "execute" and s.node is not None)
+
+
+def advance_replays(snapshot: Snapshot, replays: dict[int, int]) -> None:
+    """A kept snapshot brought one repetition of its block forward: the replay counts of the
+    nodes the block replays rise (nothing else changed: the producer's state said so)."""
+    for view in snapshot.nodes:
+        more = replays.get(view.id)
+        if more:
+            view.replays += more
+
+
+def advanced_copy(snapshot: Snapshot, replays: dict[int, int]) -> Snapshot:
+    """`advance_replays` on a copy, with views of its own (a view is never shared by two
+    snapshots: `advance_replays` changes views in place)."""
+    nodes = [dataclasses.replace(v, replays=v.replays + replays.get(v.id, 0)) for v in snapshot.nodes]
+    return dataclasses.replace(snapshot, nodes=nodes)
+
+
 class StepLog:
     """The steps a producer records, with repeated work folded as it happens (both the engine
     and the observer append here, keyed by `decision_key`/`step_key`).
@@ -39,39 +61,63 @@ class StepLog:
     steps of a repetition in progress are kept only if it breaks off, or at `flush()`: `steps`
     is exact whenever no repetition is half done (after each call of a steady loop) and after
     `flush()`. A repetition that completes brings the block its durations and newest snapshots,
-    as `fold_repeats` does. With `defer=False` every step is kept at once and folded after
-    (`steps` always exact, for a producer whose trace is read while it runs).
+    as `fold_repeats` does.
+
+    Snapshots (trace level "full") are paid per change, not per decision: a producer passes
+    `snap` (the snapshot now) and `state`, a cheap fingerprint of everything a snapshot shows
+    but the replay counts. A counted decision whose state equals the one its kept step's
+    snapshot was taken in takes no snapshot: the kept one is brought forward
+    (`advance_replays`). Any other decision takes its snapshot when it is made.
     """
 
-    def __init__(self, steps: list[Step], *, defer: bool = True) -> None:
+    def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
-        self.defer = defer
         self.keys: list[tuple] = []
+        self.states: list[Optional[Hashable]] = []  # per step: the state its snapshot was taken in
         self.devices: list[Optional[str]] = []  # each step's tree's device, written into it once there are several
         self.named = False  # do the steps say their device (see name_devices)?
-        self.pending: list[tuple[tuple, StepOrMaker, float, Optional[str]]] = []
+        # a repetition in progress: (key, step or maker, duration, device, state, snap)
+        self.pending: list[tuple] = []
 
-    def add(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str] = None) -> Optional[Step]:
+    def add(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str] = None, *,
+            state: Optional[Hashable] = None, snap: Optional[Callable[[], Snapshot]] = None) -> Optional[Step]:
         """One decision; returns the step that now shows it (the block's last step when it
         folded or counted), or None while a repetition is half done."""
         key = key + (device,)
         steps = self.steps
-        if self.defer and steps and steps[-1].repeat > 1:
+        if steps and steps[-1].repeat > 1:
             end = steps[-1]
             k, i = end.span, len(self.pending)
-            if self.keys[len(self.keys) - k + i] == key:
-                self.pending.append((key, step, duration, device))
+            at = len(self.keys) - k + i
+            if self.keys[at] == key:
+                if snap is not None and (state is None or state != self.states[at]):
+                    step = _made(step, duration, snap)  # what it shows changed: its snapshot now
+                self.pending.append((key, step, duration, device, state, snap))
                 if i + 1 < k:
                     return None
-                for kept, (_, again, d, _) in zip(steps[-k:], self.pending):  # one more repetition
-                    kept.duration += d
-                    if isinstance(again, Step) and again.snapshot is not None:
-                        kept.snapshot = again.snapshot
-                end.repeat += 1
-                self.pending = []
+                self._repeated(k)
                 return end
         self.flush()
-        return self._append(key, step, duration, device)
+        if snap is not None:
+            step = _made(step, duration, snap)
+        return self._append(key, step, duration, device, state)
+
+    def _repeated(self, k: int) -> None:
+        """The pending decisions completed one more repetition of the last block."""
+        block = self.steps[-k:]
+        first = len(self.keys) - k
+        replays = None
+        for j, (kept, (_, again, d, _, state, snap)) in enumerate(zip(block, self.pending)):
+            kept.duration += d
+            if isinstance(again, Step) and again.snapshot is not None:
+                kept.snapshot = again.snapshot
+                self.states[first + j] = state
+            elif snap is not None and kept.snapshot is not None:
+                if replays is None:
+                    replays = replays_in(block)
+                advance_replays(kept.snapshot, replays)
+        block[-1].repeat += 1
+        self.pending = []
 
     def name_devices(self) -> None:
         """Trees on a second device: from now on every step says its device, and so do those
@@ -82,30 +128,54 @@ class StepLog:
                 step.device = device
 
     def flush(self) -> None:
+        """Keep the decisions of a repetition that broke off (or is read half done) as steps."""
         pending, self.pending = self.pending, []
-        for key, step, duration, device in pending:
-            self._append(key, step, duration, device)
+        if not pending:
+            return
+        k = self.steps[-1].span
+        first = len(self.keys) - k
+        block = self.steps[-k:]
+        replays = replays_in(block)
+        kept = [(s.snapshot, self.states[first + j]) for j, s in enumerate(block)]
+        for j, (key, step, duration, device, state, snap) in enumerate(pending):
+            if snap is not None and not isinstance(step, Step):  # its snapshot: the kept one, one repetition on
+                step = _made(step, duration, None)
+                snapshot, state = kept[j]
+                step.snapshot = None if snapshot is None else advanced_copy(snapshot, replays)
+            self._append(key, step, duration, device, state)
 
-    def _append(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str]) -> Step:
+    def _append(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str],
+                state: Optional[Hashable] = None) -> Step:
         if not isinstance(step, Step):
-            step = step()
-            step.duration = duration
+            step = _made(step, duration, None)
         step.index = len(self.steps)
         if self.named:
             step.device = device
         self.steps.append(step)
         self.keys.append(key)
+        self.states.append(state)
         self.devices.append(device)
-        folded = fold_repeats(self.steps, self.keys)
+        folded = fold_repeats(self.steps, self.keys, self.states)
         if folded is not None:
             del self.devices[len(self.steps):]
         return folded or step
 
 
-def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:
+def _made(step: StepOrMaker, duration: float, snap: Optional[Callable[[], Snapshot]]) -> Step:
+    if not isinstance(step, Step):
+        step = step()
+        step.duration = duration
+    if snap is not None and step.snapshot is None:
+        step.snapshot = snap()
+    return step
+
+
+def fold_repeats(steps: list[Step], keys: list[tuple], states: Optional[list] = None) -> Optional[Step]:
     """Fold the newest k steps into the identical block just before them, if there is one.
 
-    `keys` holds `step_key` of each step. Returns the block's last step when folded.
+    `keys` holds `step_key` of each step (and `states`, if given, what StepLog keeps per step:
+    the kept steps take the states of the newer snapshots they take). Returns the block's last
+    step when folded.
     """
     n = len(steps)
     last = keys[-1] if keys else None
@@ -118,13 +188,17 @@ def fold_repeats(steps: list[Step], keys: list[tuple]) -> Optional[Step]:
             continue
         if end.repeat != 1 and end.span != k:
             continue
-        for kept, again in zip(old, new):
+        for j, (kept, again) in enumerate(zip(old, new)):
             kept.duration += again.duration
             if again.snapshot is not None:
                 kept.snapshot = again.snapshot
+                if states is not None:
+                    states[n - 2 * k + j] = states[n - k + j]
         end.repeat += 1
         end.span = k
         del steps[n - k :], keys[n - k :]
+        if states is not None:
+            del states[n - k :]
         return end
     return None
 

@@ -1,0 +1,116 @@
+"""trace="full" takes a snapshot only when what it shows changed; the stored trace is the one a
+snapshot at every decision gives, on every scenario (sim here; tests/gpu for cuda)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cgviz.engine import recorder
+from cgviz.scenarios import SCENARIOS, run_scenario
+from cgviz.trace.fold import StepLog
+from cgviz.trace.model import NodeView, Snapshot, Step
+from snapshot_twins import TwinLog
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_scenario_stores_the_trace_a_snapshot_per_decision_gives(name, monkeypatch):
+    TwinLog.made = []
+    monkeypatch.setattr(recorder, "StepLog", TwinLog)
+    run = run_scenario(name, "sim", trace="full")
+    steps = run.tree.trace.steps
+    (log,) = TwinLog.made
+    log.twin.flush()
+    assert steps == log.twin.steps
+    assert all(s.snapshot is not None for s in steps)
+
+
+def test_a_steady_replay_loop_takes_no_snapshot_per_call(monkeypatch):
+    import torch
+
+    import cgviz
+
+    TwinLog.made = []
+    monkeypatch.setattr(recorder, "StepLog", TwinLog)
+    tree = cgviz.Tree("sim", trace="full")
+    f = tree.wrap(lambda x: (x * 2).relu(), name="f")
+    x = torch.randn(8)
+    for _ in range(50):
+        f(x)
+    (log,) = TwinLog.made
+    assert log.skipped >= 2 * 40  # path_end and execute of each steady call
+    steps = tree.trace.steps
+    log.twin.flush()
+    assert steps == log.twin.steps
+    assert steps[-1].snapshot.node(steps[-1].node).replays == tree.nodes[-1].replays
+
+
+def test_an_output_dying_between_identical_decisions_takes_a_new_snapshot(monkeypatch):
+    """g was recorded while f's first output was held, so it replays whether that output is held
+    or not; held on every other call, the decisions repeat, what g's replay shows does not."""
+    import torch
+
+    import cgviz
+
+    TwinLog.made = []
+    monkeypatch.setattr(recorder, "StepLog", TwinLog)
+    tree = cgviz.Tree("sim", trace="full")
+    f = tree.wrap(lambda x: (x * 2, x + 1), name="f")
+    g = tree.wrap(lambda b: b.relu(), name="g")
+    x = torch.randn(8)
+    states = []
+    for i in range(24):
+        a, b = f(x)
+        if i > 6 and i % 2:
+            del a
+        g(b)
+        states.append(tree.snapshot().node(tree.current.parent.id).outputs[0].state)
+        a = b = None
+    assert states[-2:] == ["live", "dead"]
+    (log,) = TwinLog.made
+    steps = tree.trace.steps
+    log.twin.flush()
+    assert steps == log.twin.steps
+    assert log.skipped > 0
+    last_g = [s for s in steps if s.kind == "execute" and s.function == "g"][-1]
+    assert last_g.snapshot.node(last_g.parent).outputs[0].state == "dead"
+
+
+def _world_step(kind: str, node: int) -> Step:
+    return Step(index=0, kind=kind, reason=f"{kind} {node}", generation=1, node=node if kind == "execute" else None)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_per_change_snapshots_equal_per_decision_ones_on_random_loops(seed):
+    """A made-up producer: nodes whose replay counts rise at each execute, and a `shown` value
+    that a snapshot shows and that sometimes changes between decisions (an output dying)."""
+    rng = random.Random(seed)
+    replays = {n: 0 for n in range(3)}
+    world = {"shown": 0}
+
+    def snap() -> Snapshot:
+        views = [NodeView(n, "f", "graph", None, [], 1, r, []) for n, r in replays.items()]
+        return Snapshot(views, None, [], "execution", world["shown"])
+
+    lazy_steps: list = []
+    lazy, eager = StepLog(lazy_steps), StepLog([])
+    decisions = []
+    for _ in range(rng.randint(1, 8)):
+        pattern = [(rng.choice(["execute", "path_end"]), rng.randrange(3)) for _ in range(rng.randint(1, 4))]
+        decisions += pattern * rng.randint(1, 6) + [("execute", rng.randrange(3))] * rng.randint(0, 2)
+    for kind, node in decisions:
+        if rng.random() < 0.1:
+            world["shown"] += 1
+        if kind == "execute":
+            replays[node] += 1
+        key = (kind, node)
+        eager.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, snap=snap)
+        lazy.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, state=world["shown"], snap=snap)
+        if rng.random() < 0.05:  # read half way through a repetition
+            lazy.flush()
+            eager.flush()
+    lazy.flush()
+    eager.flush()
+    assert [(s.kind, s.repeat, s.span) for s in lazy_steps] == [(s.kind, s.repeat, s.span) for s in eager.steps]
+    assert lazy_steps == eager.steps
