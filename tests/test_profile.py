@@ -65,6 +65,17 @@ def loop(tree: cgviz.Tree, n: int = 6):
     return f, kept
 
 
+def test_a_long_loop_times_a_node_s_first_64_replays_then_one_in_16():
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x * 2, name="f")
+    x = torch.randn(4)
+    for _ in range(202):  # warmup, record, 200 replays
+        f(x)
+    (graph,) = [e for e in tree.trace.meta["profile"].values() if e["kind"] == "graph"]
+    assert tree.nodes[-1].replays == 200
+    assert graph["replays_timed"] == 64 + len(range(64, 200, 16))
+
+
 def test_a_profile_times_every_replay_and_the_eager_runs_apart_from_the_first():
     tree = cgviz.Tree("sim")
     loop(tree)

@@ -81,6 +81,7 @@ class TorchObserver:
         self._depth = 0
         self._events = 0
         self.log = StepLog(self.trace.steps)
+        self._pool_reads: dict[int, tuple] = {}  # device -> (allocator counters, (pool, its segments))
         self._labels: dict[tuple, str] = {}
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
@@ -185,13 +186,10 @@ class TorchObserver:
         if start is not None:  # its start on the wall clock torch's profiler uses (Step.start)
             make = partial(make, start=time.time() - duration)
         device = None if manager is None else self._devices.get(id(manager))
-        if self.level == "full":
-            step = make()
-            step.duration = duration
-            if manager is not None:
-                step.snapshot = self.snapshot(manager)
-            make = step
-        self.log.add(key, make, duration, device)
+        if self.level == "full" and manager is not None:  # a snapshot, taken when what it shows changed
+            self.log.add(key, make, duration, device, state=self._state(manager), snap=partial(self.snapshot, manager))
+        else:
+            self.log.add(key, make, duration, device)
 
     # -- the replay loop: noted raw, made into steps in batches ------------------------------------
     def raw_manager(self, manager: Any) -> bool:
@@ -458,18 +456,8 @@ class TorchObserver:
     def snapshot(self, manager: Any) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
         self.catch_up()
-        seen: list[Any] = []
-        stack = list(layout.roots(manager))
-        while stack:
-            node = stack.pop(0)
-            seen.append(node)
-            stack.extend(layout.node_children(node))
-        device = self._devices.get(id(manager))
         live = self._live_nodes()
-        for node in live.values():  # the warmup nodes of this manager's device
-            if layout.is_warmup(node) and node not in seen and layout.node_device(node) == device:
-                seen.append(node)
-        views = [self._node_view(manager, n, live) for n in seen]
+        views = [self._node_view(manager, n, live) for n in self._shown_nodes(manager, live)]
         views.sort(key=lambda v: v.id)
         current = layout.read(manager, "current_node")
         path = []
@@ -480,6 +468,33 @@ class TorchObserver:
         path.reverse()
         state = getattr(layout.read(manager, "path_state"), "name", "none").lower()
         return Snapshot(views, self.node_id(current), path, state, self.generation, self._segments(manager, views))
+
+    def _shown_nodes(self, manager: Any, live: dict[int, Any]) -> list:
+        """The nodes a snapshot of `manager` shows: its recorded graphs, and the warmup nodes of
+        its device that are still alive."""
+        seen: list[Any] = []
+        stack = list(layout.roots(manager))
+        while stack:
+            node = stack.pop(0)
+            seen.append(node)
+            stack.extend(layout.node_children(node))
+        device = self._devices.get(id(manager))
+        for node in live.values():
+            if layout.is_warmup(node) and node not in seen and layout.node_device(node) == device:
+                seen.append(node)
+        return seen
+
+    def _state(self, manager: Any) -> tuple:
+        """What a snapshot of `manager` shows, but replay counts, in a cheap form (StepLog takes
+        no new snapshot while it is unchanged): the nodes, their outputs' liveness, the path
+        and the generation. The pool changes with it: replays allocate nothing."""
+        shown = []
+        for node in self._shown_nodes(manager, self._live_nodes()):
+            shown.append(id(node))
+            shown.extend(map(layout.is_live, layout.output_refs(node)))
+        path_state = getattr(layout.read(manager, "path_state"), "name", None)
+        return (self.generation, id(layout.read(manager, "current_node")), path_state, frozenset(self._invalidated),
+                tuple(shown))
 
     def _node_view(self, manager: Any, node: Any, live: dict[int, Any]) -> NodeView:
         cg_id = self.node_id(node)
@@ -510,10 +525,16 @@ class TorchObserver:
         device = layout.manager_index(manager)
         if pool is None or device is None:
             return []
-        from cgviz._torch.allocator import pool_segments
+        from cgviz._torch.allocator import allocator_counters, pool_segments
         from cgviz.trace.ownership import owned_segments
 
-        return owned_segments(pool_segments(device, pool), views, {})
+        # read again only when the allocator's cumulative counters moved (its snapshot costs ms)
+        counters, kept = self._pool_reads.get(device, (None, None))
+        now = allocator_counters(device)
+        if kept is None or counters != now or kept[0] != tuple(pool):
+            kept = (tuple(pool), pool_segments(device, pool))
+            self._pool_reads[device] = (now, kept)
+        return owned_segments(kept[1], views, {})
 
     # -- torch's skip messages, joined to the calls they affect --------------------------------------
     def _remember_skip(self, manager: Any, function_id: Any, message: str) -> None:

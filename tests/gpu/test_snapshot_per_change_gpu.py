@@ -1,0 +1,51 @@
+"""On the GPU, trace="full" takes a snapshot only when what it shows changed, for cgviz's own
+trees and for torch.compile's: the stored trace equals the one a snapshot at every decision
+gives (a twin log fed the same decisions at the same moments, pool readings included).
+
+Skipped without CUDA (tests/gpu/conftest.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cgviz
+from cgviz.engine import recorder
+from cgviz.observe import observer
+from cgviz.scenarios import SCENARIOS, run_scenario
+from snapshot_twins import TwinLog
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_cuda_scenario_stores_the_trace_a_snapshot_per_decision_gives(name, monkeypatch):
+    TwinLog.made = []
+    monkeypatch.setattr(recorder, "StepLog", TwinLog)
+    run = run_scenario(name, "cuda", trace="full")
+    steps = run.tree.trace.steps
+    (log,) = TwinLog.made
+    log.twin.flush()
+    assert steps == log.twin.steps
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_an_observed_training_loop_stores_the_trace_a_snapshot_per_decision_gives(monkeypatch):
+    TwinLog.made = []
+    monkeypatch.setattr(observer, "StepLog", TwinLog)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(16, 32, device="cuda")
+    with cgviz.observe_torch(trace="full") as trace:
+        for _ in range(30):
+            torch.compiler.cudagraph_mark_step_begin()
+            loss = step(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    log = next(t for t in TwinLog.made if t.steps is trace.steps)
+    log.twin.flush()
+    assert trace.steps == log.twin.steps
+    assert log.skipped > 20  # the steady steps took no snapshot of their own
+    assert trace.counts()["execute"] >= 40
