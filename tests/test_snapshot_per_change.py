@@ -83,27 +83,31 @@ def _world_step(kind: str, node: int) -> Step:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_per_change_snapshots_equal_per_decision_ones_on_random_loops(seed):
-    """A made-up producer: nodes whose replay counts rise at each execute, and a `shown` value
-    that a snapshot shows and that sometimes changes between decisions (an output dying)."""
+    """A made-up producer: nodes whose replay counts rise at each execute, a generation that
+    rises at each generation step, and a `shown` value that a snapshot shows and that sometimes
+    changes between decisions (an output dying)."""
     rng = random.Random(seed)
     replays = {n: 0 for n in range(3)}
-    world = {"shown": 0}
+    world = {"shown": 0, "generation": 1}
 
     def snap() -> Snapshot:
         views = [NodeView(n, "f", "graph", None, [], 1, r, []) for n, r in replays.items()]
-        return Snapshot(views, None, [], "execution", world["shown"])
+        return Snapshot(views, None, [world["shown"]], "execution", world["generation"])
 
     lazy_steps: list = []
     lazy, eager = StepLog(lazy_steps), StepLog([])
     decisions = []
     for _ in range(rng.randint(1, 8)):
-        pattern = [(rng.choice(["execute", "path_end"]), rng.randrange(3)) for _ in range(rng.randint(1, 4))]
+        pattern = [(rng.choice(["execute", "path_end", "generation"]), rng.randrange(3))
+                   for _ in range(rng.randint(1, 4))]
         decisions += pattern * rng.randint(1, 6) + [("execute", rng.randrange(3))] * rng.randint(0, 2)
     for kind, node in decisions:
         if rng.random() < 0.1:
             world["shown"] += 1
         if kind == "execute":
             replays[node] += 1
+        elif kind == "generation":
+            world["generation"] += 1
         key = (kind, node)
         eager.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, snap=snap)
         lazy.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, state=world["shown"], snap=snap)

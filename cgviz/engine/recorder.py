@@ -116,8 +116,9 @@ class Recorder:
                 listener(shown)
 
     def _state(self) -> Optional[tuple]:
-        """What a snapshot shows, but replay counts, in a cheap form: two decisions with equal
-        states have equal snapshots but for the replays between them. The pool is taken to
+        """What a snapshot shows, but replay counts and the generation, in a cheap form: two
+        decisions with equal states have equal snapshots but for the replays and generations
+        between them (see StepLog). The pool is taken to
         change only with it: replays allocate nothing, and what they free is an output's death.
         None (never equal): `values=True` keeps new values at every run."""
         tree = self.tree
@@ -129,7 +130,7 @@ class Recorder:
             for i, leaf in enumerate(n.leaves):
                 ref = leaf.ref
                 live.append(0 if ref is None else 2 if i in invalid else ref.alive())
-        return tree.current, tree.state, tree.generation, len(tree.nodes), tuple(live)
+        return tree.current, tree.state, len(tree.nodes), tuple(live)
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

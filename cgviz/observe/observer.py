@@ -485,16 +485,15 @@ class TorchObserver:
         return seen
 
     def _state(self, manager: Any) -> tuple:
-        """What a snapshot of `manager` shows, but replay counts, in a cheap form (StepLog takes
-        no new snapshot while it is unchanged): the nodes, their outputs' liveness, the path
-        and the generation. The pool changes with it: replays allocate nothing."""
+        """What a snapshot of `manager` shows, but replay counts and the generation, in a cheap
+        form (StepLog takes no new snapshot while it is unchanged): the nodes, their outputs'
+        liveness and the path. The pool changes with it: replays allocate nothing."""
         shown = []
         for node in self._shown_nodes(manager, self._live_nodes()):
             shown.append(id(node))
             shown.extend(map(layout.is_live, layout.output_refs(node)))
         path_state = getattr(layout.read(manager, "path_state"), "name", None)
-        return (self.generation, id(layout.read(manager, "current_node")), path_state, frozenset(self._invalidated),
-                tuple(shown))
+        return id(layout.read(manager, "current_node")), path_state, frozenset(self._invalidated), tuple(shown)
 
     def _node_view(self, manager: Any, node: Any, live: dict[int, Any]) -> NodeView:
         cg_id = self.node_id(node)

@@ -31,25 +31,30 @@ def step_key(step: Step) -> tuple:
 StepOrMaker = Union[Step, Callable[[], Step]]
 
 
-def replays_in(block: list[Step]) -> dict[int, int]:
-    """How many times each node replays in one repetition of a block (its execute steps)."""
-    return Counter(s.node for s in block if s.kind == "execute" and s.node is not None)
+def repetition(block: list[Step]) -> tuple[dict[int, int], int]:
+    """What one more repetition of a block changes in what a snapshot shows: the replay count
+    of each node it replays (once per execute step) and the generation (one per generation step)."""
+    replays = Counter(s.node for s in block if s.kind == "execute" and s.node is not None)
+    return replays, sum(s.kind == "generation" for s in block)
 
 
-def advance_replays(snapshot: Snapshot, replays: dict[int, int]) -> None:
-    """A kept snapshot brought one repetition of its block forward: the replay counts of the
-    nodes the block replays rise (nothing else changed: the producer's state said so)."""
+def bring_forward(snapshot: Snapshot, change: tuple[dict[int, int], int]) -> None:
+    """A kept snapshot brought one repetition of its block forward, in place (nothing else it
+    shows changed: the producer's state said so)."""
+    replays, generations = change
+    snapshot.generation += generations
     for view in snapshot.nodes:
         more = replays.get(view.id)
         if more:
             view.replays += more
 
 
-def advanced_copy(snapshot: Snapshot, replays: dict[int, int]) -> Snapshot:
-    """`advance_replays` on a copy, with views of its own (a view is never shared by two
-    snapshots: `advance_replays` changes views in place)."""
+def brought_forward(snapshot: Snapshot, change: tuple[dict[int, int], int]) -> Snapshot:
+    """`bring_forward` on a copy, with views of its own (a view is never shared by two
+    snapshots: `bring_forward` changes views in place)."""
+    replays, generations = change
     nodes = [dataclasses.replace(v, replays=v.replays + replays.get(v.id, 0)) for v in snapshot.nodes]
-    return dataclasses.replace(snapshot, nodes=nodes)
+    return dataclasses.replace(snapshot, nodes=nodes, generation=snapshot.generation + generations)
 
 
 class StepLog:
@@ -65,9 +70,9 @@ class StepLog:
 
     Snapshots (trace level "full") are paid per change, not per decision: a producer passes
     `snap` (the snapshot now) and `state`, a cheap fingerprint of everything a snapshot shows
-    but the replay counts. A counted decision whose state equals the one its kept step's
-    snapshot was taken in takes no snapshot: the kept one is brought forward
-    (`advance_replays`). Any other decision takes its snapshot when it is made.
+    but the replay counts and the generation. A counted decision whose state equals the one its
+    kept step's snapshot was taken in takes no snapshot: the kept one is brought forward
+    (`bring_forward`). Any other decision takes its snapshot when it is made.
     """
 
     def __init__(self, steps: list[Step]) -> None:
@@ -106,16 +111,16 @@ class StepLog:
         """The pending decisions completed one more repetition of the last block."""
         block = self.steps[-k:]
         first = len(self.keys) - k
-        replays = None
+        change = None
         for j, (kept, (_, again, d, _, state, snap)) in enumerate(zip(block, self.pending)):
             kept.duration += d
             if isinstance(again, Step) and again.snapshot is not None:
                 kept.snapshot = again.snapshot
                 self.states[first + j] = state
             elif snap is not None and kept.snapshot is not None:
-                if replays is None:
-                    replays = replays_in(block)
-                advance_replays(kept.snapshot, replays)
+                if change is None:
+                    change = repetition(block)
+                bring_forward(kept.snapshot, change)
         block[-1].repeat += 1
         self.pending = []
 
@@ -135,13 +140,13 @@ class StepLog:
         k = self.steps[-1].span
         first = len(self.keys) - k
         block = self.steps[-k:]
-        replays = replays_in(block)
+        change = repetition(block)
         kept = [(s.snapshot, self.states[first + j]) for j, s in enumerate(block)]
         for j, (key, step, duration, device, state, snap) in enumerate(pending):
             if snap is not None and not isinstance(step, Step):  # its snapshot: the kept one, one repetition on
                 step = _made(step, duration, None)
                 snapshot, state = kept[j]
-                step.snapshot = None if snapshot is None else advanced_copy(snapshot, replays)
+                step.snapshot = None if snapshot is None else brought_forward(snapshot, change)
             self._append(key, step, duration, device, state)
 
     def _append(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str],
