@@ -17,7 +17,8 @@ from cgviz.views.graph_list import graph_list_html, graph_list_lines
 from cgviz.views.page_data import page_data
 from cgviz.views.static_view import static_html
 from cgviz.views.text import GRAPH_STEP_NOTE, GRAPHS_ONLY, KIND_WORDS, headline, trace_counts
-from cgviz.views.timeline import timeline_figure, timeline_items
+from cgviz.views.timeline import timeline_figure
+from cgviz.views.timeline_data import timeline_items
 
 pytest.importorskip("matplotlib")  # the timeline draws with it
 

@@ -6,14 +6,8 @@ import pytest
 
 from cgviz.trace.model import STEP_KINDS, Step, Trace
 from cgviz.views.style import STEP_COLORS
-from cgviz.views.timeline import (
-    timeline_figure,
-    timeline_folds,
-    timeline_generations,
-    timeline_items,
-    timeline_png,
-    timeline_svg,
-)
+from cgviz.views.timeline import timeline_figure, timeline_png, timeline_svg
+from cgviz.views.timeline_data import timeline_folds, timeline_generations, timeline_items
 from helpers import GPU_TRACES, by_gid, texts
 
 matplotlib = pytest.importorskip("matplotlib")
