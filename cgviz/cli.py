@@ -206,7 +206,8 @@ def _export(args: argparse.Namespace) -> int:
     trace = _load("export", args.trace)
     if trace is None:
         return 1
-    from cgviz.trace.chrome_trace import ProfilerTraceError, read_profiler_trace, to_chrome_trace, write_chrome_trace
+    from cgviz.trace.chrome_trace import to_chrome_trace, write_chrome_trace
+    from cgviz.trace.profiler_trace import ProfilerTraceError, read_profiler_trace
 
     profiler, nulls = None, 0
     if args.merge is not None:

@@ -20,9 +20,10 @@ from cgviz.cli import main
 from cgviz.data import gpu_trace, gpu_trace_names, torch_trace, torch_trace_names
 from cgviz.scenarios import SCENARIOS, run_scenario
 from cgviz.trace import io
-from cgviz.trace.chrome_trace import ProfilerTraceError, load_profiler_trace, to_chrome_trace
+from cgviz.trace.chrome_trace import to_chrome_trace
 from cgviz.trace.io import TraceFormatError
 from cgviz.trace.model import Step, Trace
+from cgviz.trace.profiler_trace import ProfilerTraceError, load_profiler_trace
 from helpers import ROOT
 
 CALL_KINDS = ("warmup", "record", "execute", "eager", "error")
