@@ -1,4 +1,4 @@
-"""The tree decides as the torch release it is given does (cgviz/engine/rules.py), on sim.
+"""The tree decides as the torch release it is given does (cgviz/_torch/rules.py), on sim.
 
 Each test runs one call sequence under the releases where the rule differs and checks the
 decisions (step kinds, nodes), the values and the reasons' key words. The facts come from
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import cgviz
-from cgviz.engine.rules import RELEASES, Rules, configure, rules_for
+from cgviz._torch.rules import RELEASES, Rules, configure, rules_for
 from cgviz.engine.tree import OVERWRITTEN
 
 

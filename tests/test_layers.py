@@ -1,9 +1,7 @@
 """The layers point one way: hosts → views → trace; producers (engine, observe) → _torch → trace.
 
 Every import of a cgviz module by another (at the top or inside a function) is read from the
-sources. A forbidden one fails the test, unless it is one of the few known ones below, each
-with the reason it is still there; a known one that is gone must be taken off the list, so the
-list only shrinks.
+sources. A forbidden one fails the test.
 """
 
 from __future__ import annotations
@@ -16,13 +14,6 @@ LEAVES = {"_version", "progress"}  # import nothing of cgviz: any layer may use 
 LAYERS = {"trace": set(), "views": {"trace"}, "_torch": {"trace"}, "engine": {"trace", "_torch"},
           "observe": {"trace", "_torch"}}
 # hosts (widgets, magics, cli, run, data, scenarios, ...) may import every layer
-
-KNOWN = {
-    # the release table both producers decide by; it reads torch's dynamo config (a private
-    # name), which must move to engine/_torch_compat.py before the table can go below both
-    ("observe/_torch_layout.py", "engine.rules"),
-}
-
 
 def layer_of(relative: str) -> str:
     return relative.split("/", 1)[0].removesuffix(".py") if "/" in relative else relative.removesuffix(".py")
@@ -60,14 +51,9 @@ def forbidden() -> set[tuple[str, str]]:
 
 
 def test_no_layer_imports_one_above_it_or_the_other_producer():
-    new = sorted(forbidden() - KNOWN)
+    new = sorted(forbidden())
     assert new == [], "forbidden imports (hosts → views → trace; engine, observe → _torch → trace):\n" + "\n".join(
         f"  {file} imports cgviz.{module}" for file, module in new)
-
-
-def test_every_known_exception_is_still_there():
-    gone = sorted(KNOWN - forbidden())
-    assert gone == [], f"no longer imported, take them off KNOWN: {gone}"
 
 
 def test_the_leaves_import_nothing_of_cgviz():

@@ -7,6 +7,8 @@ calls plain functions and `cgviz info` can list what was found.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -107,3 +109,14 @@ def storage_use_count(storage_id: int) -> int:
 def storage_id(storage: Any) -> int:
     """A stable integer identity of an UntypedStorage's StorageImpl."""
     return storage._cdata
+
+
+def torch_inlines_nn_modules() -> bool:
+    """torch._dynamo.config.inline_inbuilt_nn_modules as torch 2.11's exceed_rerecord_limit
+    reads it: its default (True) unless dynamo is imported and it was turned off."""
+    config = sys.modules.get("torch._dynamo.config")
+    if config is None:
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated (always True) from torch 2.13 on
+        return bool(getattr(config, "inline_inbuilt_nn_modules", True))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from cgviz.engine import rules as R
+from cgviz._torch import rules as R
 from cgviz.engine.function import (
     MODES, TreeFunction, Variant, check_static, describe_signature, first_unsupported,
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.engine.backend import LeafInfo
-from cgviz.engine.rules import DEAD, MANAGED, STATIC
+from cgviz._torch.rules import DEAD, MANAGED, STATIC
 
 if TYPE_CHECKING:
     from cgviz.engine.function import Variant

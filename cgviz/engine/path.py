@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Optional
 
 from cgviz.engine.node import Node
-from cgviz.engine.rules import Rules
+from cgviz._torch.rules import Rules
 
 if TYPE_CHECKING:
     from cgviz.engine.backend import Backend

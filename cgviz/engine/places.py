@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Optional
 
-from cgviz.engine import rules as R
+from cgviz._torch import rules as R
 from cgviz.engine.function import Variant
 from cgviz.engine.node import Node
 from cgviz.engine.path import managed_inputs

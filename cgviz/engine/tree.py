@@ -35,7 +35,8 @@ from cgviz.engine.path import OVERWRITTEN as OVERWRITTEN, invalidate_path, manag
 from cgviz.engine.path import restore_checkpoint
 from cgviz.engine.places import Places
 from cgviz.engine.profile import Profiler, value_summary
-from cgviz.engine import rules as R
+from cgviz._torch import rules as R
+from cgviz.engine import _torch_compat as compat
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
 from cgviz.engine.tree_steps import generation_reason, note_error, record_reason
@@ -47,7 +48,7 @@ class Tree:
 
     - device: "auto" (cuda when available, else sim), "sim", "cuda" or "cuda:N".
     - trace: None (record nothing), "events" (steps) or "full" (steps and a snapshot after each).
-    - rules: decide as this torch release does ("2.11" … "2.15", see engine/rules.py); None:
+    - rules: decide as this torch release does ("2.11" … "2.15", see _torch/rules.py); None:
       the installed torch's. The torch options below are set on top of it; None leaves each
       as the release has it, and one the release lacks raises ValueError.
     - rerecord_limit: torch's cudagraph_unexpected_rerecord_limit (128): re-recordings of a
@@ -140,7 +141,7 @@ class Tree:
     @property
     def rerecord_limit(self) -> Optional[int]:
         """The re-record limit in force now under the tree's rules (None: no limit)."""
-        return R.limit_in_force(self.rules, R.torch_inlines_nn_modules())
+        return R.limit_in_force(self.rules, compat.torch_inlines_nn_modules())
 
     @property
     def trace_level(self) -> Optional[str]:

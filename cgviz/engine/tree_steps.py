@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Optional
 
-from cgviz.engine import rules as R
+from cgviz._torch import rules as R
 from cgviz.engine.backend import describe_exception
 from cgviz.engine.function import Variant
 from cgviz.engine.node import Node

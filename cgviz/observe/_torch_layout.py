@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from cgviz.engine import rules
+from cgviz._torch import rules
 from cgviz.observe import frames, graph_data
 from cgviz.observe.lookups import imported, lookup, read
 from cgviz.observe.releases import in_span, release
@@ -344,7 +344,7 @@ _MISMATCH_KINDS = {STATIC_INPUT_MISMATCH: rules.STATIC, "CudagraphManagedIdxMism
 def rerecord_counts(status: str) -> Optional[bool]:
     """Does a re-record after a failed check of `status` (a CheckInvariantStatus name) count
     toward torch's re-record limit in the installed release? None: this release has no limit.
-    The release's rules are the engine's (`cgviz.engine.rules`: one table for both producers)."""
+    The release's rules are the engine's (`cgviz._torch.rules`: one table for both producers)."""
     release = rules.rules_for(f"{RELEASE[0]}.{RELEASE[1]}")
     if release.rerecord_limit_applies == rules.NEVER:
         return None

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
@@ -256,17 +254,6 @@ def span(rules: Rules, attribute: str) -> str:
 
 
 # -- the re-record limit ----------------------------------------------------------------------
-def torch_inlines_nn_modules() -> bool:
-    """torch._dynamo.config.inline_inbuilt_nn_modules as torch 2.11's exceed_rerecord_limit
-    reads it: its default (True) unless dynamo is imported and it was turned off."""
-    config = sys.modules.get("torch._dynamo.config")
-    if config is None:
-        return True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # deprecated (always True) from torch 2.13 on
-        return bool(getattr(config, "inline_inbuilt_nn_modules", True))
-
-
 def limit_in_force(rules: Rules, inlining: bool) -> Optional[int]:
     """The re-record limit that stops re-recording now, or None."""
     if rules.rerecord_limit_applies == ALWAYS or (rules.rerecord_limit_applies == WITHOUT_INLINING and not inlining):
