@@ -124,13 +124,14 @@ class Recorder:
         tree = self.tree
         if tree.values:
             return None
-        live = []
+        live: list = []
         for n in tree.nodes:
-            invalid = n.invalid
-            for i, leaf in enumerate(n.leaves):
-                ref = leaf.ref
-                live.append(0 if ref is None else 2 if i in invalid else ref.alive())
-        return tree.current, tree.state, len(tree.nodes), tuple(live)
+            if n.invalid:
+                live += [0 if leaf.ref is None else 2 if i in n.invalid else leaf.ref.alive()
+                         for i, leaf in enumerate(n.leaves)]
+            else:
+                live += [leaf.ref is not None and leaf.ref.alive() for leaf in n.leaves]
+        return None if tree.current is None else tree.current.id, tree.state, len(tree.nodes), tuple(live)
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

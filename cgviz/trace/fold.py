@@ -83,12 +83,14 @@ class StepLog:
         self.named = False  # do the steps say their device (see name_devices)?
         # a repetition in progress: (key, step or maker, duration, device, state, snap)
         self.pending: list[tuple] = []
+        self._change: tuple = (None, None)  # (a block's last step, what one repetition of it changes)
 
     def add(self, key: tuple, step: StepOrMaker, duration: float, device: Optional[str] = None, *,
             state: Optional[Hashable] = None, snap: Optional[Callable[[], Snapshot]] = None) -> Optional[Step]:
         """One decision; returns the step that now shows it (the block's last step when it
         folded or counted), or None while a repetition is half done."""
-        key = key + (device,)
+        if device is not None:
+            key = key + (device,)
         steps = self.steps
         if steps and steps[-1].repeat > 1:
             end = steps[-1]
@@ -111,18 +113,21 @@ class StepLog:
         """The pending decisions completed one more repetition of the last block."""
         block = self.steps[-k:]
         first = len(self.keys) - k
-        change = None
         for j, (kept, (_, again, d, _, state, snap)) in enumerate(zip(block, self.pending)):
             kept.duration += d
             if isinstance(again, Step) and again.snapshot is not None:
                 kept.snapshot = again.snapshot
                 self.states[first + j] = state
             elif snap is not None and kept.snapshot is not None:
-                if change is None:
-                    change = repetition(block)
-                bring_forward(kept.snapshot, change)
+                bring_forward(kept.snapshot, self._repetition(block))
         block[-1].repeat += 1
         self.pending = []
+
+    def _repetition(self, block: list[Step]) -> tuple[dict[int, int], int]:
+        """`repetition(block)`, worked out once per block (a block's steps are fixed once it repeats)."""
+        if self._change[0] is not block[-1]:
+            self._change = (block[-1], repetition(block))
+        return self._change[1]
 
     def name_devices(self) -> None:
         """Trees on a second device: from now on every step says its device, and so do those
@@ -140,7 +145,7 @@ class StepLog:
         k = self.steps[-1].span
         first = len(self.keys) - k
         block = self.steps[-k:]
-        change = repetition(block)
+        change = self._repetition(block)
         kept = [(s.snapshot, self.states[first + j]) for j, s in enumerate(block)]
         for j, (key, step, duration, device, state, snap) in enumerate(pending):
             if snap is not None and not isinstance(step, Step):  # its snapshot: the kept one, one repetition on
