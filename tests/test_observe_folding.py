@@ -85,3 +85,36 @@ def test_one_device_leaves_steps_without_a_device():
         log.add((ch, "cuda:0"), Step(index=0, kind="execute", reason=ch, generation=1), 0.0, "cuda:0")
     log.flush()
     assert [s.device for s in steps] == [None] * len(steps)
+
+
+def test_counting_whole_repetitions_in_bulk_folds_as_adding_each_does():
+    """StepLog.count_repetitions (the engine's batches of replay-loop notes at "events") takes
+    only whole repetitions of the last block, and leaves the rest to add()."""
+    rng = random.Random(3)
+    for _ in range(300):
+        seq = []
+        for _ in range(rng.randint(1, 6)):
+            pattern = [rng.choice("abc") for _ in range(rng.randint(1, 3))]
+            seq += pattern * rng.randint(1, 6) + [rng.choice("abcd") for _ in range(rng.randint(0, 2))]
+        one, bulk = StepLog([]), StepLog([])
+        notes = [((ch,), 1.0) for ch in seq]
+
+        def make(ch):
+            return lambda: Step(index=0, kind="execute", reason=ch, generation=1)
+
+        for (key, d), ch in zip(notes, seq):
+            one.add(key, make(ch), d)
+        start = 0
+        while start < len(notes):  # in batches of random sizes, as catch-ups come
+            end = start + rng.randint(1, 9)
+            i = start
+            while i < min(end, len(notes)):
+                i = bulk.count_repetitions(notes[:end], i)
+                if i < min(end, len(notes)):
+                    bulk.add(notes[i][0], make(seq[i]), notes[i][1])
+                    i += 1
+            start = i
+        one.flush()
+        bulk.flush()
+        assert [(s.reason, s.repeat, s.span, s.duration) for s in bulk.steps] == \
+               [(s.reason, s.repeat, s.span, s.duration) for s in one.steps]

@@ -1,12 +1,17 @@
 """trace="full" takes a snapshot only when what it shows changed; the stored trace is the one a
-snapshot at every decision gives, on every scenario (sim here; tests/gpu for cuda)."""
+snapshot at every decision gives, on every scenario (sim here; tests/gpu for cuda). At
+"events", replay-loop decisions are noted and logged in batches; the stored trace is the one
+logging each decision at once gives."""
 
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
+import torch
 
+import cgviz
 from cgviz.engine import recorder
 from cgviz.scenarios import SCENARIOS, run_scenario
 from cgviz.trace.fold import StepLog
@@ -26,11 +31,43 @@ def test_a_scenario_stores_the_trace_a_snapshot_per_decision_gives(name, monkeyp
     assert all(s.snapshot is not None for s in steps)
 
 
+def _decisions(steps: list) -> list:
+    """Steps without their times and addresses (two runs differ in both)."""
+    return [(s.index, s.kind, re.sub(r"0x[0-9a-f]+", "0x…", s.reason), s.generation, s.function, s.node, s.parent, s.repeat, s.span, s.invalidated)
+            for s in steps]
+
+
+@pytest.mark.parametrize("batch", [1, 7, recorder.RAW_BATCH])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_events_noted_in_batches_store_the_trace_logging_each_at_once_gives(name, batch, monkeypatch):
+    monkeypatch.setattr(recorder, "RAW_BATCH", batch)
+    traces = []
+    for listening in (False, True):  # a listener is told of each step at once: nothing is noted
+        tree = cgviz.Tree("sim", trace="events", name=name, **SCENARIOS[name].tree_options)
+        if listening:
+            tree.subscribe(lambda step: None)
+        run_scenario(name, tree=tree)
+        traces.append(tree.trace)
+    noted, logged = traces
+    assert _decisions(noted.steps) == _decisions(logged.steps)
+    assert sum(s.duration > 0 for s in noted.steps) == len(noted.steps)
+    assert noted.counts() == logged.counts()
+
+
+def test_a_long_loop_at_events_is_noted_and_counted():
+    tree = cgviz.Tree("sim", trace="events")
+    f = tree.wrap(lambda x: x + 1, name="f")
+    x = torch.randn(4)
+    for _ in range(2 * recorder.RAW_BATCH + 5):
+        f(x)
+    assert tree._recorder._raw  # the newest decisions are noted, not logged yet
+    steps = tree.trace.steps
+    assert not tree._recorder._raw
+    assert tree.trace.counts()["execute"] == 2 * recorder.RAW_BATCH + 3
+    assert len(steps) <= 5 and steps[-1].repeat == 2 * recorder.RAW_BATCH + 3  # path end and replay, per call
+
+
 def test_a_steady_replay_loop_takes_no_snapshot_per_call(monkeypatch):
-    import torch
-
-    import cgviz
-
     TwinLog.made = []
     monkeypatch.setattr(recorder, "StepLog", TwinLog)
     tree = cgviz.Tree("sim", trace="full")
@@ -49,10 +86,6 @@ def test_a_steady_replay_loop_takes_no_snapshot_per_call(monkeypatch):
 def test_an_output_dying_between_identical_decisions_takes_a_new_snapshot(monkeypatch):
     """g was recorded while f's first output was held, so it replays whether that output is held
     or not; held on every other call, the decisions repeat, what g's replay shows does not."""
-    import torch
-
-    import cgviz
-
     TwinLog.made = []
     monkeypatch.setattr(recorder, "StepLog", TwinLog)
     tree = cgviz.Tree("sim", trace="full")

@@ -22,6 +22,8 @@ from cgviz.trace.ownership import owned_segments
 REPLAY_RULE = ("its static inputs and the inputs that are outputs of the path are where they were at recording, "
                "and no output of the path that was dead at recording is live")
 
+RAW_BATCH = 4096  # replay-loop decisions noted before they are logged
+
 if TYPE_CHECKING:
     from cgviz.engine.node import Node
     from cgviz.engine.tree import Tree
@@ -37,12 +39,30 @@ class Recorder:
         self._snap = self.snapshot if level == "full" else None
         self._replays: dict[int, tuple] = {}  # node id -> (key, reason) of its replay step
         self._path_ends: dict[int, tuple] = {}  # last node id -> (key, reason) of its path's end
+        self._raw: list[tuple] = []  # replay-loop decisions noted at "events", not yet in the log
 
     @property
     def trace(self) -> Trace:
-        """The trace, exact: the decisions of a repetition half done are kept as steps first."""
+        """The trace, exact: the replay-loop decisions noted are logged, and those of a
+        repetition half done are kept as steps."""
+        self.catch_up()
         self.log.flush()
         return self._trace
+
+    def catch_up(self) -> None:
+        """Log the replay-loop decisions noted raw, in order (before any other decision): whole
+        repetitions of the block before them are counted in bulk."""
+        raw, self._raw = self._raw, []
+        # a note's start on the wall clock: its perf_counter() start on that clock now
+        wall = time.time() - time.perf_counter()
+        i, n = 0, len(raw)
+        while i < n:
+            i = self.log.count_repetitions(raw, i)
+            if i < n:
+                key, parts, generation, start, duration = raw[i]
+                self._log(key, partial(Step, 0, *parts[:2], generation, *parts[2:], duration, start=start + wall),
+                          duration)
+                i += 1
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
         """Call `fn(step)` after each recorded step (a fold passes the block's last step, once
@@ -74,8 +94,10 @@ class Recorder:
         reason = safe_text(reason)  # user text (exception messages, names) may not be valid UTF-8
         function = None if function is None else safe_text(function)
         invalidated = invalidated or []
-        self._add(decision_key(kind, function, node, parent, invalidated, reason), kind, reason, start,
-                  function, node, parent, invalidated)
+        duration = time.perf_counter() - start
+        make = partial(Step, 0, kind, reason, self.tree.generation, function, node, parent, duration,
+                       invalidated=invalidated, start=time.time() - duration)
+        self._log(decision_key(kind, function, node, parent, invalidated, reason), make, duration)
 
     def execute(self, node: "Node", start: float) -> None:
         """A replay, in torch's rule for one (CUDAGraphNode.check_invariants)."""
@@ -85,10 +107,9 @@ class Recorder:
             where = "a root" if parent is None else f"under node {parent}"
             label = safe_text(node.variant.label)
             reason = safe_text(f"{node.variant.label} replays node {node.id} ({where}): {REPLAY_RULE}")
-            parts = self._replays[node.id] = (decision_key("execute", label, node.id, parent, (), reason), reason,
-                                              label, parent)
-        key, reason, label, parent = parts
-        self._add(key, "execute", reason, start, label, node.id, parent, [])
+            parts = self._replays[node.id] = (decision_key("execute", label, node.id, parent, (), reason),
+                                              ("execute", reason, label, node.id, parent))
+        self._add(parts[0], parts[1], start)
 
     def path_end(self, ended: "Node", start: float) -> None:
         """The path ending at `ended` is over: all its outputs are dead."""
@@ -96,19 +117,31 @@ class Recorder:
         if parts is None:
             ids = "→".join(str(n.id) for n in ended.path)
             reason = f"all outputs of path {ids} are dead; the next call starts from the roots"
-            parts = self._path_ends[ended.id] = (decision_key("path_end", None, None, None, (), reason), reason)
-        key, reason = parts
-        self._add(key, "path_end", reason, start, None, None, None, [])
+            parts = self._path_ends[ended.id] = (decision_key("path_end", None, None, None, (), reason),
+                                                 ("path_end", reason, None, None, None))
+        self._add(parts[0], parts[1], start)
 
-    def _add(self, key: tuple, kind: str, reason: str, start: float, function: Optional[str], node: Optional[int],
-             parent: Optional[int], invalidated: list) -> None:
+    def _add(self, key: tuple, parts: tuple, start: float) -> None:
+        """A replay-loop decision (`parts`: kind, reason, function, node, parent). At "events"
+        with nobody listening it is only noted, and logged in batches (`catch_up`): a steady
+        loop pays a tuple per decision."""
+        duration = time.perf_counter() - start
+        if self._snap is None and not self.listeners:
+            self._raw.append((key, parts, self.tree.generation, start, duration))
+            if len(self._raw) >= RAW_BATCH:
+                self.catch_up()
+        else:
+            # `start` is perf_counter()'s (durations need a steady clock); the step's start on the
+            # wall clock torch's profiler uses is now on that clock less the time since then
+            make = partial(Step, 0, *parts[:2], self.tree.generation, *parts[2:], duration,
+                           start=time.time() - duration)
+            self._log(key, make, duration)
+
+    def _log(self, key: tuple, make: Callable[[], Step], duration: float) -> None:
         """One decision into the log: its Step is made only if it is kept (a repetition of the
         block before it is only counted), its snapshot only if what it shows changed."""
-        duration = time.perf_counter() - start
-        # `start` is perf_counter()'s (durations need a steady clock); the step's start on the
-        # wall clock torch's profiler uses is now on that clock less the time since then
-        make = partial(Step, 0, kind, reason, self.tree.generation, function, node, parent, duration,
-                       invalidated=invalidated, start=time.time() - duration)
+        if self._raw:  # the decisions noted before it come first
+            self.catch_up()
         snap = self._snap
         shown = self.log.add(key, make, duration, state=None if snap is None else self._state(), snap=snap)
         if shown is not None:

@@ -123,6 +123,27 @@ class StepLog:
         block[-1].repeat += 1
         self.pending = []
 
+    def count_repetitions(self, notes: list[tuple], i: int) -> int:
+        """Count the whole repetitions of the last block that `notes[i:]` begin with (notes
+        are tuples whose first item is the decision's key and last its duration; no device,
+        no snapshot: trace level "events"); returns the index of the first note not counted."""
+        steps = self.steps
+        if self.pending or not steps or steps[-1].repeat == 1:
+            return i
+        end = steps[-1]
+        k = end.span
+        block, keys = steps[-k:], self.keys[-k:]
+        n = len(notes)
+        while i + k <= n:
+            for j in range(k):
+                if notes[i + j][0] != keys[j]:
+                    return i
+            for j in range(k):
+                block[j].duration += notes[i + j][-1]
+            end.repeat += 1
+            i += k
+        return i
+
     def _repetition(self, block: list[Step]) -> tuple[dict[int, int], int]:
         """`repetition(block)`, worked out once per block (a block's steps are fixed once it repeats)."""
         if self._change[0] is not block[-1]:
