@@ -65,7 +65,7 @@ def loop(tree: cgviz.Tree, n: int = 6):
     return f, kept
 
 
-def test_a_long_loop_times_a_node_s_first_64_replays_then_one_in_16():
+def test_a_long_loop_times_a_node_s_first_32_replays_then_one_in_64():
     tree = cgviz.Tree("sim")
     f = tree.wrap(lambda x: x * 2, name="f")
     x = torch.randn(4)
@@ -73,7 +73,7 @@ def test_a_long_loop_times_a_node_s_first_64_replays_then_one_in_16():
         f(x)
     (graph,) = [e for e in tree.trace.meta["profile"].values() if e["kind"] == "graph"]
     assert tree.nodes[-1].replays == 200
-    assert graph["replays_timed"] == 64 + len(range(64, 200, 16))
+    assert graph["replays_timed"] == 32 + len(range(64, 200, 64))
 
 
 def test_a_profile_times_every_replay_and_the_eager_runs_apart_from_the_first():

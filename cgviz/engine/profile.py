@@ -8,7 +8,7 @@ CPU wall clock of the simulated run, and the table says so.
 
 The table lands in ``trace.meta["profile"]``: per node id (as text) its function, kind, kernels
 (``[[name, count], ...]``, when read), median replay time and how many replays were timed (a
-node's first 64, then one in 16), and the median eager time of the same function at the same
+node's first 32, then one in 64), and the median eager time of the same function at the same
 input signature (its warmups and eager runs), all in µs, with ``clock`` naming what measured them. A function's first call (lazy
 initialisation, autotuning) is timed apart: it stands for the eager time only when nothing
 else ran eagerly (``eager_is_first_call``).
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Profiler", "CudaTimer", "WallTimer", "value_summary"]
 
-_TIME_ALL = 64  # a node's first replays are all timed ...
-_TIME_EVERY = 16  # ... and then one in this many: a median needs samples, not every replay of a loop
+_TIME_ALL = 32  # a node's first replays are all timed ...
+_TIME_EVERY = 64  # ... and then one in this many: a median needs samples, not every replay of a loop
 _MAX_PENDING = 512  # timed runs not read yet; past this, the oldest are waited for
 _MAX_SAMPLES = 2048  # kept per node: medians of a long run describe its latest part
 _HEAD = 4  # first elements kept of each output

@@ -157,14 +157,13 @@ class Recorder:
         tree = self.tree
         if tree.values:
             return None
-        live: list = []
-        for n in tree.nodes:
-            if n.invalid:
-                live += [0 if leaf.ref is None else 2 if i in n.invalid else leaf.ref.alive()
-                         for i, leaf in enumerate(n.leaves)]
-            else:
-                live += [leaf.ref is not None and leaf.ref.alive() for leaf in n.leaves]
-        return None if tree.current is None else tree.current.id, tree.state, len(tree.nodes), tuple(live)
+        nodes = tree.nodes
+        if any(n.invalid for n in nodes):
+            live = tuple([0 if leaf.ref is None else 2 if i in n.invalid else leaf.ref.alive()
+                          for n in nodes for i, leaf in enumerate(n.leaves)])
+        else:
+            live = tuple([leaf.ref is not None and leaf.ref.alive() for n in nodes for leaf in n.leaves])
+        return None if tree.current is None else tree.current.id, tree.state, len(nodes), live
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
