@@ -1,0 +1,113 @@
+"""Where the time of one `trace=None` replay call goes, on the GPU: each part of cgviz's replay
+path timed alone, beside the whole call and a hand-written copy + replay.
+
+The parts are the same calls the tree makes for `(x * 2 + 1).relu()` on 16 floats in a steady
+loop (a root path ended, then replayed): the call's lock, the input signature and its lookup,
+ending the path (its outputs' liveness), the replay itself through the CUDA backend (input copy,
+graph launch, the cached output), and the node's bookkeeping. Each figure is the minimum over
+rounds of the mean over N calls (timeit's way: the least disturbed run), in ns. Prints one JSON
+object; `--out PATH` also writes it.
+
+usage: python benchmarks/replay_path.py [--calls N] [--rounds R] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import threading
+import timeit
+
+import torch
+from _stats import emit
+
+
+def fn(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2 + 1).relu()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks/replay_path.py needs a CUDA device", file=sys.stderr)
+        return 2
+    import cgviz
+    from cgviz.engine.function import signature_key
+
+    x = torch.randn(16, device="cuda")
+    tree = cgviz.Tree("cuda", trace=None)
+    f = tree.wrap(fn, name="f")
+    for _ in range(5):
+        f(x)
+    node = tree.nodes[-1]
+    variant = next(iter(f.variants.values()))
+    backend = tree.backend
+    key = signature_key((x,))
+    lock = threading.Lock()
+
+    static_x = x.clone()
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        fn(static_x)
+
+    def copy_replay() -> None:
+        static_x.copy_(x)
+        graph.replay()
+
+    def lock_pair() -> None:
+        lock.acquire(False)
+        lock.release()
+
+    parts = {
+        "whole call, trace=None": lambda: f(x),
+        "copy + replay by hand": copy_replay,
+        "graph.replay() alone": graph.replay,
+        "lock acquire + release": lock_pair,
+        "thread id": threading.get_ident,
+        "input signature": lambda: signature_key((x,)),
+        "signature lookup": lambda: f.variants.get(key),
+        "grad mode": torch.is_grad_enabled,
+        "path liveness (outputs dead)": node.path_is_live,
+        "backend replay (copy, launch, cached output)": lambda: backend.replay(node.graph, (x,), node.copy_inputs),
+        "tree's path end + node bookkeeping": lambda: (tree._end_path(), variant.id in tree.roots),
+    }
+    ns = {}
+    for name, part in parts.items():
+        for _ in range(100):
+            part()
+        torch.cuda.synchronize()
+        ns[name] = round(min(timeit.repeat(part, number=args.calls, repeat=args.rounds)) / args.calls * 1e9, 1)
+        torch.cuda.synchronize()
+    python_parts = [k for k in parts if k not in ("whole call, trace=None", "copy + replay by hand",
+                                                    "graph.replay() alone",
+                                                    "backend replay (copy, launch, cached output)")]
+    result = {
+        "benchmark": "replay_path",
+        "unit": "ns per call (min over rounds of the mean)",
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "calls": args.calls,
+        "rounds": args.rounds,
+        "ns": ns,
+        "whole_minus_copy_replay_ns": round(ns["whole call, trace=None"] - ns["copy + replay by hand"], 1),
+        "backend_replay_minus_copy_replay_ns": round(
+            ns["backend replay (copy, launch, cached output)"] - ns["copy + replay by hand"], 1),
+        "python_parts_sum_ns": round(sum(ns[k] for k in python_parts), 1),
+    }
+    emit(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
