@@ -8,7 +8,7 @@ tests/gpu/test_observe_torch.py run the real one).
 import pytest
 from torch._inductor import cudagraph_trees as trees
 
-from cgviz.observe import observer as observer_module
+from cgviz.observe import raw_events
 from cgviz.observe import torch_compile as tc
 
 
@@ -87,7 +87,7 @@ class Manager:
 
 @pytest.fixture
 def observed(monkeypatch):
-    monkeypatch.setattr(observer_module, "RAW_BATCH", 7)
+    monkeypatch.setattr(raw_events, "RAW_BATCH", 7)
     monkeypatch.setattr(trees.GenerationTracker, "generation", trees.GenerationTracker.generation)
     monkeypatch.setattr(trees, "CUDAGraphTreeManager", Manager)
     manager = Manager()
@@ -110,7 +110,7 @@ def test_a_replay_loop_folds_into_one_block_and_counts_every_replay(observed):
     assert len(observer.trace.steps) <= 4
     kinds = [s.kind for s in observer.trace.expanded()]
     assert kinds == ["execute"] + ["generation", "execute"] * 49
-    assert observer._replays[observer.trace.steps[0].node] == 50
+    assert observer.replays[observer.trace.steps[0].node] == 50
     assert observer.generation == 50
 
 
@@ -118,15 +118,15 @@ def test_events_are_made_in_batches_and_before_any_other_decision(observed):
     observer, manager, call = observed
     for _ in range(3):
         call()
-    assert len(observer._raw) == 5  # replay, then (generation, replay) twice: not made yet
+    assert len(observer.raw.events) == 5  # replay, then (generation, replay) twice: not made yet
     manager.eager = True
     call()  # a decision off the loop: the noted events are made first, then the eager step
-    assert observer._raw == []
+    assert observer.raw.events == []
     assert [s.kind for s in observer.trace.expanded()] == ["execute", "generation"] * 2 + ["execute", "eager"]
     manager.eager = False
     for _ in range(4):
         call()
-    assert 0 < len(observer._raw) < observer_module.RAW_BATCH  # a full batch was made on the way
+    assert 0 < len(observer.raw.events) < raw_events.RAW_BATCH  # a full batch was made on the way
     made = len(observer.trace.expanded())
     tc.stop_observing(observer)
     assert made < len(observer.trace.expanded()) == 6 + 8

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from cgviz._torch.graphs import inspectable_graph_class
-from cgviz.observe import _torch_layout as layout
+from cgviz.observe import recorded_kernels
 from cgviz.observe._hooks import graph_kernels
 from cgviz.observe.observer import TorchObserver
 
 
 def test_graphs_kept_stands_in_for_cudagraph_and_puts_it_back():
     original = torch.cuda.CUDAGraph
-    with layout.graphs_kept():
+    with recorded_kernels.graphs_kept():
         assert torch.cuda.CUDAGraph is inspectable_graph_class()
         assert issubclass(torch.cuda.CUDAGraph, original)  # isinstance checks in torch still hold
     assert torch.cuda.CUDAGraph is original
@@ -23,7 +23,7 @@ def test_graphs_kept_stands_in_for_cudagraph_and_puts_it_back():
 def test_graphs_kept_puts_it_back_when_recording_raises():
     original = torch.cuda.CUDAGraph
     with pytest.raises(RuntimeError, match="boom"):
-        with layout.graphs_kept():
+        with recorded_kernels.graphs_kept():
             raise RuntimeError("boom")
     assert torch.cuda.CUDAGraph is original
 

@@ -15,7 +15,7 @@ import weakref
 import pytest
 
 import cgviz
-from cgviz.observe import _hooks, graph_data
+from cgviz.observe import _hooks, graph_data, recorded_kernels
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
 from cgviz.observe import torch_compile as tc
@@ -138,9 +138,9 @@ def test_inputs_of_the_path_that_keep_moving_are_said_with_torchs_limit_and_acti
 def test_the_managed_input_skip_message_is_told_from_a_mutation():
     obs, manager = observer(), Manager()
     fn = Function(3)
-    obs._remember_skip(manager, fn, "skipping cudagraph due to function 3 reaching the cudagraph-managed "
+    obs.compile.remember_skip(manager, fn, "skipping cudagraph due to function 3 reaching the cudagraph-managed "
                                     "input re-recording threshold (=5) on cudagraph node 2 for input indices [1].")
-    assert (id(manager), fn, layout.EAGER_MANAGED_INPUT_LIMIT) in obs._skips
+    assert (id(manager), fn, layout.EAGER_MANAGED_INPUT_LIMIT) in obs.compile.skips
 
 
 def test_the_dynamic_shape_limit_is_an_eager_step(monkeypatch):
@@ -302,8 +302,8 @@ def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(mon
     monkeypatch.setattr(layout, "RELEASE", (2, 14))
     monkeypatch.setattr(graph_data, "has_cuda_bindings", lambda: True)
     monkeypatch.setitem(sys.modules, "torch.cuda.graphs", types.SimpleNamespace(register_graph_instantiate_hook=register))
-    with layout.instantiated_graph_data() as seen:
-        assert torch.cuda.CUDAGraph is layout.sys.modules["torch"].cuda.CUDAGraph  # not stood in for
+    with recorded_kernels.instantiated_graph_data() as seen:
+        assert torch.cuda.CUDAGraph is sys.modules["torch"].cuda.CUDAGraph  # not stood in for
         for fn in list(registry.values()):
             fn(Graph())  # what torch does at instantiate()
     assert registry == {}
@@ -311,7 +311,7 @@ def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(mon
 
     assert [kernel_counts_from_data(d) for d in seen] == [[["k", 1], ["memcpy", 1]]]
     monkeypatch.setattr(layout, "RELEASE", (2, 13))
-    with layout.instantiated_graph_data() as none:
+    with recorded_kernels.instantiated_graph_data() as none:
         assert none is None  # older releases: no such hook, the graphs are kept instead
 
 
@@ -326,7 +326,7 @@ def test_a_manager_freed_without_shutdown_is_not_kept_by_the_replays_noted_raw()
     for _ in range(3):
         obs.replayed(manager, node)
         obs.generation_began(manager)
-    assert len(obs._raw) == 6  # noted, not yet made
+    assert len(obs.raw.events) == 6  # noted, not yet made
     nodes, managers = weakref.ref(node), weakref.ref(manager)
     del node, manager
     gc.collect()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from cgviz._torch.graphs import graph_dot
 from cgviz._torch.kernels import kernel_counts, kernel_counts_from_data
 from cgviz.observe import _torch_layout as layout
+from cgviz.observe.recorded_kernels import graphs_kept, instantiated_graph_data
 
 if TYPE_CHECKING:
     from cgviz.observe.observer import TorchObserver
@@ -106,8 +107,8 @@ def wrap_record(original: Callable) -> Callable:
             self, parent, new_inputs, function_id)
         kernels = None
         if any(obs.read_kernels for obs in ACTIVE):
-            with layout.instantiated_graph_data() as data:  # 2.14+: a public hook, torch's graphs untouched
-                with layout.graphs_kept() if data is None else contextlib.nullcontext():
+            with instantiated_graph_data() as data:  # 2.14+: a public hook, torch's graphs untouched
+                with graphs_kept() if data is None else contextlib.nullcontext():
                     out = original(self, *args, **kwargs)
             node = layout.read(self, "current_node")
             kernels = kernel_counts_from_data(data[-1]) if data else graph_kernels(layout.read(node, "graph"))

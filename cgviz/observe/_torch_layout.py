@@ -4,7 +4,7 @@ Private attributes of `torch._inductor.cudagraph_trees` move between torch relea
 read goes through `read()` (`cgviz.observe.lookups`), which on a missing attribute says which
 one, once, and returns a default, so an observed program keeps running on a torch whose layout
 is new to cgviz. The helpers that name nothing of torch's live in sibling modules (releases,
-lookups, torch_words, graph_data, frames); the names they look for are passed from here.
+lookups, torch_words, frames); the names they look for are passed from here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from cgviz._torch import rules
-from cgviz.observe import frames, graph_data
+from cgviz.observe import frames
 from cgviz.observe.lookups import imported, lookup, read
 from cgviz.observe.releases import in_span, release
 from cgviz.observe.torch_words import device_name, torch_id_words
@@ -360,11 +360,7 @@ def is_kernel_free(node: Any) -> bool:
 def cloned_outputs(manager: Any, storages_to_clone: Any) -> list[tuple[Any, int, int]]:
     """2.14+: what _clone_live_user_visible_storages is about to clone, as (node, output index,
     bytes): each group's entries hold the outputs_weakrefs list of a node on the current path."""
-    path = []
-    node = read(manager, "current_node")
-    while node is not None:
-        path.append(node)
-        node = node_parent(node)
+    path = path_to(current_node(manager))
     found: list[tuple[Any, int, int]] = []
     if not isinstance(storages_to_clone, (list, tuple)):
         return found
@@ -486,9 +482,33 @@ def node_parent(node: Any) -> Any:
     return read(node, "parent")
 
 
+def path_to(node: Any) -> list:
+    """`node` and its ancestors up to its root, nearest first ([] for None)."""
+    path = []
+    while node is not None:
+        path.append(node)
+        node = node_parent(node)
+    return path
+
+
 def node_children(node: Any) -> list:
     children = getattr(node, "children", None) or {}
     return [c for nodes in children.values() for c in nodes]
+
+
+def current_node(manager: Any) -> Any:
+    """The node the manager's current path ends at (None at the roots)."""
+    return read(manager, "current_node")
+
+
+def path_state(manager: Any) -> Optional[str]:
+    """The state of the manager's path in torch's words ("NONE", "WARMUP", "RECORDING", "EXECUTION")."""
+    return getattr(read(manager, "path_state"), "name", None)
+
+
+def already_warm(node: Any) -> bool:
+    """Has this warmup node's path warmed up before (the function runs eagerly again)?"""
+    return bool(getattr(node, "already_warm", False))
 
 
 def roots(manager: Any) -> list:
@@ -620,40 +640,6 @@ def generation_check() -> Callable[[Any], bool]:
 # cudagraph_dynamic_shape_rerecord_limit; its new shapes never reach the tree manager.
 TREES_LOGGER = TREES_MODULE
 DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"
-
-
-@contextlib.contextmanager
-def instantiated_graph_data() -> Any:
-    """torch 2.14+: while a node records, a public global hook (torch.cuda.graphs.
-    register_graph_instantiate_hook) sees each CUDA graph as torch instantiates it, with its
-    template still live, and asks it for get_graph_data(): the kernels are read without changing
-    how torch makes its graphs. Yields the list the data goes into, or None where this torch has
-    no such hook (then `graphs_kept` is the way). A graph whose data cannot be read (no
-    cuda.bindings >= 13.1) adds nothing."""
-    graphs = sys.modules.get("torch.cuda.graphs")
-    register = getattr(graphs, "register_graph_instantiate_hook", None) if has_since(
-        "graphs.register_graph_instantiate_hook") else None
-    if register is None or not graph_data.has_cuda_bindings():
-        yield None
-        return
-    with graph_data.collected(register) as seen:
-        yield seen
-
-
-@contextlib.contextmanager
-def graphs_kept() -> Any:
-    """While torch's manager records a node: the CUDA graph it makes (``torch.cuda.CUDAGraph()``
-    in CUDAGraphNode.__init__) keeps its cudaGraph_t, so that its kernels can be read after the
-    capture (`cgviz._torch.graphs.graph_dot`). torch instantiates such a graph at its first replay,
-    which torch's recording does at once, so what the node runs is unchanged."""
-    from cgviz._torch.graphs import inspectable_graph_class
-
-    kept, saved = inspectable_graph_class(), torch.cuda.CUDAGraph
-    torch.cuda.CUDAGraph = kept
-    try:
-        yield
-    finally:
-        torch.cuda.CUDAGraph = saved
 
 
 # -- CUDA graphs made by the trees themselves, seen by cgviz.observe_graphs ------------------------

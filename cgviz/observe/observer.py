@@ -4,7 +4,9 @@ into a Trace's steps.
 The hooks (`_hooks.py`) read torch and call one event method each; nothing else writes this
 state. torch's managers and nodes are held only weakly (a node's id and its replay step are
 forgotten when torch frees it), so observing never keeps torch's memory alive: a reset inside an
-observation frees the pool exactly as without one.
+observation frees the pool exactly as without one. The observer owns the parts that have a job of
+their own: the replay loop's raw events (`raw_events.py`), torch's skip messages, compile-time
+decisions and graph names (`compile_events.py`), and snapshots (`tree_snapshots.py`).
 """
 
 from __future__ import annotations
@@ -19,19 +21,14 @@ import torch
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
-from cgviz.trace.diagnose import BEFORE_OBSERVING, OBSERVE_FIRST_CALL, PARTITIONED, SILENT, SKIPPED, stack_frames
+from cgviz.observe.compile_events import CompileEvents
+from cgviz.observe.raw_events import NEW_GENERATION, PATH_END, RawEvents
+from cgviz.observe.tree_snapshots import TreeSnapshots
 from cgviz.trace.fold import StepLog, decision_key
-from cgviz.trace.paths import portable_paths, source_line
-from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
+from cgviz.trace.paths import portable_paths
+from cgviz.trace.model import Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
-from cgviz.trace.units import plural
 
-# Replay-loop events are noted raw (a replayed torch node, a new generation, (_PATH_END, node),
-# an int for a CUDA graph outside the trees: see note_graph_event) and made into steps in batches: whatever a hook on that path does is paid on every call of
-# the user's loop, so those hooks only append.
-RAW_BATCH = 4096
-_NEW_GENERATION = object()
-_PATH_END = "path_end"
 _GENERATION = decision_key("generation", None, None, None, (), None)  # a generation that invalidated nothing
 
 
@@ -62,7 +59,7 @@ class TorchObserver:
         self.level = trace
         self.read_kernels = trace == "full" if kernels is None else kernels
         self.trace = Trace(meta={
-            "backend": "torch.compile", "source": "torch._inductor.cudagraph_trees",
+            "backend": "torch.compile", "source": layout.TREES_MODULE,
             "torch": str(torch.__version__), "trace_level": trace,
         })
         self.generation = 1
@@ -73,7 +70,7 @@ class TorchObserver:
         self._nodes: dict[int, weakref.ref] = {}  # cgviz id -> torch node (weakly: snapshots show it while it lives)
         self._born: dict[int, int] = {}  # cgviz id -> generation it was made in
         self._next_id = 0
-        self._replays: Counter = Counter()
+        self.replays: Counter = Counter()  # cgviz id -> how often torch replayed it
         self._invalidated: set[tuple[int, int]] = set()
         self._notes: list[str] = []  # re-record reasons and warnings for the next step
         self._pending_invalidated: list[list[int]] = []
@@ -81,27 +78,16 @@ class TorchObserver:
         self._depth = 0
         self._events = 0
         self.log = StepLog(self.trace.steps)
-        self._pool_reads: dict[int, tuple] = {}  # device -> (allocator counters, (pool, its segments))
-        self._labels: dict[tuple, str] = {}
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
-        # replay-loop events not yet made into steps (see catch_up), as plain data: a replay's step
-        # parts, _NEW_GENERATION, or (_PATH_END, node id); nothing of torch's is held in them
-        self._raw: list = []
-        self._raw_id: Optional[int] = None  # id() of the manager those events are from, while it lives
-        self._raw_ref: Any = None  # a weak reference to it
-        # torch's skip messages ("skipping cudagraphs due to ..."), joined to the calls they affect
-        self._skips: dict[tuple, str] = {}  # (id(manager), function id, cause or None) -> message
-        self._run_skips: list[str] = []  # logged during the call in progress (see call_ended)
-        self._compile_skips: dict[str, list[str]] = {}  # compile id -> logged while compiling it
+        self.raw = RawEvents(self._make_raw)  # replay-loop events not yet made into steps (see catch_up)
+        self.compile = CompileEvents(self.step)  # skip messages, compile-time decisions, graph names
+        self.snapshots = TreeSnapshots(self.node_id, self.live_nodes, self.label, self._devices, self.replays,
+                                       self._born)
         self._last_error = ""  # the overwritten-output error a call raised (error_raised does not repeat it)
-        self._dynamo_frames: dict[str, str] = {}  # compile id -> the function dynamo compiled ("Net.forward")
-        self._skipped_compiles: dict[str, str] = {}  # compile id -> the message that turned its CUDA graphs off
         # graphs added to a tree while observed (add_function), to tell those torch decided on earlier
         self._adding: list[int] = []  # id() of the managers inside add_function (a new graph's first call)
         self._added: set[tuple] = set()  # (id(manager), function id)
-        self._functions: dict[tuple, str] = {}  # (id(manager), function id) -> name, of every function seen
-        self._frames: dict[str, str] = {}  # frame part of a compile id ("0" of "0/1") -> its function's name
         self.graph_sink: Any = None  # a GraphObserver sharing this trace (observe_torch(graphs=True))
         skips = layout.skip_count()
         if skips:
@@ -116,7 +102,7 @@ class TorchObserver:
     @property
     def decisions(self) -> int:
         """How many decisions were seen (made into steps or noted raw)."""
-        return self._events + len(self._raw)
+        return self._events + len(self.raw.events)
 
     @property
     def in_call(self) -> bool:
@@ -146,14 +132,14 @@ class TorchObserver:
             self._parents[node_id] = self.node_id(layout.node_parent(node))
         return self._parents[node_id]
 
-    def _live_nodes(self) -> dict[int, Any]:
+    def live_nodes(self) -> dict[int, Any]:
         return {cg_id: node for cg_id, node in ((i, r()) for i, r in self._nodes.items()) if node is not None}
 
     # -- steps ---------------------------------------------------------------------------------
     def step(self, kind: str, reason: str, manager: Any = None, *, function: Optional[str] = None,
              node: Any = None, invalidated: Optional[list] = None, start: Optional[float] = None) -> None:
         """A decision off the replay loop's hot path: the events noted before it come first."""
-        if self._raw:
+        if self.raw.events:
             self.catch_up()
         self._events += 1
         self.saw(manager)
@@ -187,7 +173,8 @@ class TorchObserver:
             make = partial(make, start=time.time() - duration)
         device = None if manager is None else self._devices.get(id(manager))
         if self.level == "full" and manager is not None:  # a snapshot, taken when what it shows changed
-            self.log.add(key, make, duration, device, state=self._state(manager), snap=partial(self.snapshot, manager))
+            self.log.add(key, make, duration, device, state=self.snapshots.state(manager, self._invalidated),
+                         snap=partial(self.snapshot, manager))
         else:
             self.log.add(key, make, duration, device)
 
@@ -197,60 +184,49 @@ class TorchObserver:
         one manager at a time: its events are caught up before another's are noted)."""
         if self.level == "full":
             return False
-        if self._raw_id != id(manager):
+        if self.raw.manager_id != id(manager):
             self.catch_up()
             self.saw(manager)
-            self._raw_id, self._raw_ref = id(manager), weakref.ref(manager, self._raw_manager_gone)
+            self.raw.hold(manager)
         return True
-
-    def _raw_manager_gone(self, _ref: Any) -> None:
-        """The manager of the noted events was freed (its compiled functions died, and torch had
-        no manager left to shut down): the events are plain data; a new manager is a new one."""
-        self._raw_id = self._raw_ref = None
 
     def replayed(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
         """torch replayed a node: noted raw at "events" (its step's parts, made at its first
         replay), made into a step at once at "full"."""
-        if self._raw_id == id(manager) or self.raw_manager(manager):
-            self._note(self._replay_parts(manager, node))
+        if self.raw.manager_id == id(manager) or self.raw_manager(manager):
+            self.raw.note(self._replay_parts(manager, node))
         else:
             self._add_replay(manager, self._replay_parts(manager, node), start)
 
     def generation_began(self, manager: Any) -> None:
         pending = self._pending_invalidated or self._pending_cloned  # said by its step: made now
-        if not pending and (self._raw_id == id(manager) or self.raw_manager(manager)):
-            self._note(_NEW_GENERATION)
+        if not pending and (self.raw.manager_id == id(manager) or self.raw_manager(manager)):
+            self.raw.note(NEW_GENERATION)
         else:
             self.catch_up()
             self._new_generation(manager)
 
     def path_ended(self, manager: Any, before: Any) -> None:
         if self.raw_manager(manager):
-            self._note((_PATH_END, self.node_id(before)))
+            self.raw.note((PATH_END, self.node_id(before)))
         else:
             self._path_end(manager, self.node_id(before))
-
-    def _note(self, event: Any) -> None:
-        """A replay-loop event, noted raw; a full batch is made into steps."""
-        self._raw.append(event)
-        if len(self._raw) >= RAW_BATCH:
-            self.catch_up()
 
     def note_graph_event(self, event: int) -> None:
         """A replay or destruction of a CUDA graph outside the trees (`graph_sink` makes it a
         step), noted among the trees' own events so that the steps keep their order."""
-        self._note(event)
+        self.raw.note(event)
 
     def catch_up(self) -> None:
         """Make the noted replay-loop events into steps (in order, before anything else)."""
-        if not self._raw:
-            return
-        raw, self._raw = self._raw, []
-        manager = self._raw_ref() if self._raw_ref is not None else None
-        for event in raw:
+        self.raw.flush()
+
+    def _make_raw(self, manager: Any, events: list) -> None:
+        """The noted events of `manager` (None where torch freed it), made into steps in order."""
+        for event in events:
             if type(event) is int:
                 self.graph_sink.noted(event)
-            elif event is _NEW_GENERATION:
+            elif event is NEW_GENERATION:
                 self._new_generation(manager)
             elif len(event) == 2:
                 self._path_end(manager, event[1])
@@ -261,8 +237,8 @@ class TorchObserver:
         """torch resets its trees (torch._dynamo.reset()): the events noted are made into steps
         now, and nothing of that manager is held any longer."""
         self.catch_up()
-        if self._raw_id == id(manager):
-            self._raw_id = self._raw_ref = None
+        if self.raw.manager_id == id(manager):
+            self.raw.drop_manager()
 
     def _replay_parts(self, manager: Any, node: Any) -> tuple:
         """What a node's replay steps say, made at its first replay (forgotten with the node)."""
@@ -273,7 +249,7 @@ class TorchObserver:
 
     def _add_replay(self, manager: Any, replay: tuple, start: Optional[float]) -> None:
         key, cg_id, label, parent, reason = replay
-        self._replays[cg_id] += 1
+        self.replays[cg_id] += 1
         if self._notes:
             self._notes.clear()  # children that failed their checks before this one matched
         if self._invalidated:
@@ -308,8 +284,7 @@ class TorchObserver:
     # -- decisions off the loop --------------------------------------------------------------------
     def warmed_up(self, manager: Any, function_id: Any, node: Any, start: Optional[float]) -> None:
         label = self.label(manager, function_id)
-        already = getattr(node, "already_warm", False)
-        reason = (f"{label} runs eagerly again: the path is warming up" if already
+        reason = (f"{label} runs eagerly again: the path is warming up" if layout.already_warm(node)
                   else f"first call of {label}: warm up eagerly, allocations in the tree's pool")
         self.step("warmup", reason, manager, function=label, node=node, start=start)
 
@@ -341,14 +316,12 @@ class TorchObserver:
         recording): those outputs become invalid; outputs cloned out of the pool first stay valid."""
         self.catch_up()
         cloned = {(n, o) for n, o, _ in self._pending_cloned}
-        node = current
-        while node is not None:
+        for node in layout.path_to(current):
             cg_id = self.node_id(node)
             for i, ref in enumerate(layout.output_refs(node)):
                 if layout.is_live(ref) and (cg_id, i) not in cloned:
                     self._pending_invalidated.append([cg_id, i])
                     self._invalidated.add((cg_id, i))
-            node = layout.node_parent(node)
 
     def outputs_cloning(self, found: list[tuple[Any, int, int]]) -> None:
         """torch 2.14+ (cudagraph_trees_generation_cloning): live user-visible outputs are copied
@@ -370,12 +343,6 @@ class TorchObserver:
         """torch 2.15: inputs that are outputs of the path kept moving on this edge."""
         self.catch_up()
         self._notes.append(naming.demoted_note(inputs, action, limit))
-
-    def dynamic_shape_limit(self, compile_id: str, mode: str, limit: str) -> None:
-        """torch 2.15: a compiled graph stopped recording new shapes (they run eagerly, unseen)."""
-        frame = self.frame_name(compile_id, [])
-        label = portable_paths(naming.compiled_graph_name("", compile_id, mode, frame))
-        self.step("eager", naming.dynamic_shape_limit_reason(label, limit), function=label)
 
     def error_raised(self, exc: BaseException) -> None:
         """An "overwritten by a subsequent run" error left the observed block."""
@@ -400,9 +367,7 @@ class TorchObserver:
             return
         self.saw(manager)
         label = self.label(manager, function_id)
-        logged, self._run_skips = self._run_skips, []
-        for message in logged:  # torch's skip messages of this call: they are about this function
-            self._remember_skip(manager, function_id, message)
+        self.compile.call_skips(manager, function_id)  # torch's skip messages of this call
         if error is not None:
             where = ""
             if naming.OVERWRITTEN in str(error):  # an input it was handed had been overwritten: whose call
@@ -423,215 +388,47 @@ class TorchObserver:
         if function_id is not None:
             self._added.add((id(manager), function_id))
 
-    # -- names -----------------------------------------------------------------------------------------
+    # -- names, snapshots, and what torch.compile says apart from the tree's run (compile_events) ---
     def label(self, manager: Any, function_id: Any) -> str:
         """A function's name in the trace (see naming.compiled_graph_name), made once."""
-        key = (id(manager), id(function_id))
-        label = self._labels.get(key)
-        if label is None:
-            name, mode = layout.function_label(manager, function_id)
-            cid = layout.compile_id(manager, function_id)
-            frame = self.frame_name(cid, layout.stack_traces(manager, function_id))
-            label = self._labels[key] = portable_paths(naming.compiled_graph_name(name, cid, mode, frame))
-            self._functions[id(manager), function_id] = label
-        return label
+        return self.compile.label(manager, function_id)
 
     def frame_name(self, compile_id: str, stacks: list[str]) -> str:
-        """The function torch.compile compiled a graph from: the frame dynamo compiled, where it was
-        seen compiling; else the outermost frame of the stacks
-        torch keeps for the graph (its outputs' or its skip message's). A graph without one (a
-        backward may have none) takes the name found for another graph of its frame."""
-        if compile_id in self._dynamo_frames:
-            return self._dynamo_frames[compile_id]
-        frame = compile_id.rsplit("/", 1)[0] if compile_id else None
-        for text in stacks:
-            frames = stack_frames(text)
-            if frames:
-                if frame is not None:
-                    self._frames.setdefault(frame, frames[0]["function"])
-                return frames[0]["function"]
-        return self._frames.get(frame, "") if frame is not None else ""
+        """The function torch.compile compiled a graph from (see CompileEvents.frame_name)."""
+        return self.compile.frame_name(compile_id, stacks)
 
-    # -- snapshots ------------------------------------------------------------------------------------
     def snapshot(self, manager: Any) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
         self.catch_up()
-        live = self._live_nodes()
-        views = [self._node_view(manager, n, live) for n in self._shown_nodes(manager, live)]
-        views.sort(key=lambda v: v.id)
-        current = layout.read(manager, "current_node")
-        path = []
-        n = current
-        while n is not None:
-            path.append(self.node_id(n))
-            n = layout.node_parent(n)
-        path.reverse()
-        state = getattr(layout.read(manager, "path_state"), "name", "none").lower()
-        return Snapshot(views, self.node_id(current), path, state, self.generation, self._segments(manager, views))
-
-    def _shown_nodes(self, manager: Any, live: dict[int, Any]) -> list:
-        """The nodes a snapshot of `manager` shows: its recorded graphs, and the warmup nodes of
-        its device that are still alive."""
-        seen: list[Any] = []
-        stack = list(layout.roots(manager))
-        while stack:
-            node = stack.pop(0)
-            seen.append(node)
-            stack.extend(layout.node_children(node))
-        device = self._devices.get(id(manager))
-        for node in live.values():
-            if layout.is_warmup(node) and node not in seen and layout.node_device(node) == device:
-                seen.append(node)
-        return seen
-
-    def _state(self, manager: Any) -> tuple:
-        """What a snapshot of `manager` shows, but replay counts and the generation, in a cheap
-        form (StepLog takes no new snapshot while it is unchanged): the nodes, their outputs'
-        liveness and the path. The pool changes with it: replays allocate nothing."""
-        shown = []
-        for node in self._shown_nodes(manager, self._live_nodes()):
-            shown.append(id(node))
-            shown.extend(map(layout.is_live, layout.output_refs(node)))
-        path_state = getattr(layout.read(manager, "path_state"), "name", None)
-        return id(layout.read(manager, "current_node")), path_state, frozenset(self._invalidated), tuple(shown)
-
-    def _node_view(self, manager: Any, node: Any, live: dict[int, Any]) -> NodeView:
-        cg_id = self.node_id(node)
-        fid = layout.node_function(node)
-        meta = layout.output_metadata(node)
-        outputs = []
-        for i, ref in enumerate(layout.output_refs(node)):
-            m = meta[i] if i < len(meta) and isinstance(meta[i], dict) else {}
-            if (cg_id, i) in self._invalidated:
-                state = "invalid"
-            else:
-                state = "live" if layout.is_live(ref) else "dead"
-            address = ref.data_ptr() if ref is not None else m.get("data_ptr")
-            dtype = str(m.get("dtype", "")).removeprefix("torch.")
-            outputs.append(OutputView(i, list(m.get("size", ())), dtype, int(m.get("nbytes", 0) or 0), address, state,
-                                      None if ref is not None else "untracked"))
-        children = [self.node_id(c) for c in layout.node_children(node)]
-        children += [i for i, n in live.items() if layout.is_warmup(n) and layout.node_parent(n) is node]
-        return NodeView(
-            id=cg_id, function=self.label(manager, fid), kind="warmup" if layout.is_warmup(node) else "graph",
-            parent=self.node_id(layout.node_parent(node)), children=sorted(children),
-            generation=self._born.get(cg_id, self.generation), replays=self._replays[cg_id], outputs=outputs,
-            signature=layout.torch_node_id(node),
-        )
-
-    def _segments(self, manager: Any, views: list[NodeView]) -> list:
-        pool = layout.pool_of(manager)
-        device = layout.manager_index(manager)
-        if pool is None or device is None:
-            return []
-        from cgviz._torch.allocator import allocator_counters, pool_segments
-        from cgviz.trace.ownership import owned_segments
-
-        # read again only when the allocator's cumulative counters moved (its snapshot costs ms)
-        counters, kept = self._pool_reads.get(device, (None, None))
-        now = allocator_counters(device)
-        if kept is None or counters != now or kept[0] != tuple(pool):
-            kept = (tuple(pool), pool_segments(device, pool))
-            self._pool_reads[device] = (now, kept)
-        return owned_segments(kept[1], views, {})
-
-    # -- torch's skip messages, joined to the calls they affect --------------------------------------
-    def _remember_skip(self, manager: Any, function_id: Any, message: str) -> None:
-        cause = (layout.EAGER_RERECORD_LIMIT if "re-recording limit" in message
-                 else layout.EAGER_MANAGED_INPUT_LIMIT if "managed input re-recording threshold" in message
-                 else layout.EAGER_MUTATION if "mutat" in message.lower() else "")
-        self._skips[id(manager), function_id, cause] = self._skips[id(manager), function_id, None] = message
+        return self.snapshots.snapshot(manager, self.generation, self._invalidated)
 
     def eager_reason(self, manager: Any, function_id: Any, label: str) -> str:
-        """Why torch's manager ran a call eagerly: torch's own message for the function (it says
-        it once per function), joined by what torch's state says now; without one, what that
-        state says, and whether torch said why before observing began."""
-        cause = layout.eager_cause(manager, function_id)
+        """Why torch's manager ran a call eagerly (see CompileEvents.eager_reason): whether torch
+        said why before observing began depends on whether the function's first call was seen."""
         key = (id(manager), function_id)
-        message = self._skips.get(key + (cause or None,))
-        if message:
-            return f"{label} ran eagerly: {SKIPPED}{message}"
-        what = naming.EAGER_WORDS.get(cause, "torch's tree neither warmed it up, recorded nor replayed it")
-        if cause == layout.EAGER_RERECORD_LIMIT:
-            what += f" (torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit = {layout.rerecord_limit()})"
         new = key in self._added or (self._adding and self._adding[-1] == id(manager))
-        if "add" in self.hooked and not new:
-            return (f"{label} ran eagerly: {what}; {BEFORE_OBSERVING} (the graph was compiled and first called "
-                    f"before, and torch says why once), so its message is not in this trace: {OBSERVE_FIRST_CALL}")
-        return f"{label} ran eagerly: {what}"
+        return self.compile.eager_reason(manager, function_id, label, "add" in self.hooked and not new)
 
     def skip_logged(self, message: str) -> None:
-        """torch logged "skipping cudagraphs due to ...": during a call of the tree manager (about
-        that call's function, see call_ended), or while compiling a graph (about that graph: joined
-        to its calls when its post_compile ends, see compiled); otherwise a step of its own."""
-        message = naming.one_skip_prefix(message)
-        if self.in_call:
-            self._run_skips.append(message)
-        elif "post_compile" in self.hooked:
-            self._compile_skips.setdefault(layout.current_compile_id(), []).append(message)
-        else:
-            self.step("compile", SKIPPED + message)
+        """torch logged "skipping cudagraphs due to ..." (see CompileEvents.skip_logged)."""
+        self.compile.skip_logged(message, self.in_call, "post_compile" in self.hooked)
 
     def partitioned(self, compile_id: str, frame: str, graphed: int, cuts: list[tuple[str, str, str]]) -> None:
-        """inductor kept ops of the graph it compiles out of CUDA graphs (graph partitioning): a
-        compile step saying which, why, and where in the user's code (the first of them)."""
-        reasons = sorted({reason for reason, _, _ in cuts})
-        ops = sorted({target for _, target, _ in cuts if target})
-        stack = next((st for _, _, st in cuts if st), "")
-        name = f"{frame or 'a compiled graph'} [{compile_id}]" if compile_id else (frame or "a compiled graph")
-        said = (f"while compiling {name}, graph partitioning kept {plural(len(cuts), 'op')} out of "
-                f"CUDA graphs ({', '.join(reasons)}{': ' + ', '.join(ops[:6]) if ops else ''}); they run eagerly "
-                f"between {plural(graphed, 'CUDA graph')}: {PARTITIONED}{', '.join(reasons)}")
-        if stack:
-            said += f". Found from :\n{stack}"
-        self.step("compile", portable_paths(said))
+        """inductor kept ops out of CUDA graphs (see CompileEvents.partitioned)."""
+        self.compile.partitioned(compile_id, frame, graphed, cuts)
 
     def graph_break(self, function: str, reason: str, site: Optional[tuple]) -> None:
-        """dynamo broke the graph of `function` while compiling it: a compile step saying where
-        (the user's line) and why; the function then runs as several graphs with Python between."""
-        where = f" (the graph breaks at {source_line(*site)})," if site else ","
-        why = reason.strip()
-        self.step("compile", f"{naming.GRAPH_BREAK} {function or 'a compiled function'}{where} so torch.compile "
-                  f"runs it as separate graphs with Python between them: {why}")
+        """dynamo broke a function's graph (see CompileEvents.graph_break)."""
+        self.compile.graph_break(function, reason, site)
 
     def compiled(self, graph: Any, compile_id: str, turned_off: bool,
                  silent: Optional[str] = None, frame: str = "") -> Optional[tuple[str, str]]:
-        """A graph's compilation ended: (its name, the reason of its calls) when torch turned its
-        CUDA graphs off and said why (for it, or for the forward of this backward) or turned them
-        off without a message for a reason the graph shows (`silent`), else None."""
-        if frame and compile_id:  # the function dynamo compiled: it names this graph and its backward
-            self._dynamo_frames.setdefault(compile_id, frame)
-        messages = self._compile_skips.pop(compile_id, [])
-        mode = layout.graph_mode(graph)
-        if messages:
-            label = self._graph_label(compile_id, mode, messages)
-            for message in messages[:-1] if turned_off else messages:  # said, but not what turned them off
-                self.step("compile", f"while compiling {label}: {SKIPPED}{message}", function=label)
-        if not turned_off:
-            return None
-        why = ""
-        if messages:
-            self._skipped_compiles[compile_id] = messages[-1]
-            said, stacks = SKIPPED + messages[-1], [messages[-1]]
-        elif compile_id in self._skipped_compiles:
-            message = self._skipped_compiles[compile_id]
-            why = " (torch skipped the CUDA graphs of its forward, and so of it)"
-            said, stacks = SKIPPED + message, [message]
-        elif silent:
-            stacks = layout.graph_stacks(graph)
-            if stacks:  # where the graph's code is, in torch's words (the doctor reads the line back)
-                silent = portable_paths(f"{silent}. Found from :\n{stacks[0]}")
-            said = SILENT + silent
-        else:  # not asked for CUDA graphs, or a graph with no CUDA work: torch says nothing
-            return None
-        label = self._graph_label(compile_id, mode, stacks)
-        self.step("compile", f"{label} compiled without CUDA graphs{why}, so its calls run eagerly: {said}",
-                  function=label)
-        return label, f"{label} ran eagerly{why}: {said}"
+        """A graph's compilation ended (see CompileEvents.compiled)."""
+        return self.compile.compiled(graph, compile_id, turned_off, silent, frame)
 
-    def _graph_label(self, compile_id: str, mode: str, stacks: list[str]) -> str:
-        """A compiled graph's name, before any call of it reaches a tree (see label)."""
-        return portable_paths(naming.compiled_graph_name("", compile_id, mode, self.frame_name(compile_id, stacks)))
+    def dynamic_shape_limit(self, compile_id: str, mode: str, limit: str) -> None:
+        """torch 2.15: a compiled graph stopped recording new shapes (see CompileEvents.dynamic_shape_limit)."""
+        self.compile.dynamic_shape_limit(compile_id, mode, limit)
 
     def eager_graph_called(self, label: str, reason: str, start: Optional[float]) -> None:
         """A call of a compiled graph whose CUDA graphs torch turned off (it never reaches the tree)."""
@@ -642,14 +439,10 @@ class TorchObserver:
         graphs torch compiled before observing began are named in the trace's meta, and a
         repetition half done is kept."""
         self.catch_up()
-        for message in self._run_skips:
-            self.step("eager", SKIPPED + message)
-        for message in (m for ms in self._compile_skips.values() for m in ms):
-            self.step("compile", SKIPPED + message)
-        self._run_skips, self._compile_skips = [], {}
+        self.compile.finish()
         if "add" in self.hooked:
-            before = sorted({name for key, name in self._functions.items() if key not in self._added})
+            before = self.compile.compiled_before(self._added)
             if before:
                 self.trace.meta["compiled_before_observing"] = before
-        self._raw_id = self._raw_ref = None
+        self.raw.drop_manager()
         self.log.flush()

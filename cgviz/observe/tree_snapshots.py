@@ -1,0 +1,113 @@
+"""What a snapshot of torch's tree shows, read from its manager at trace level "full".
+
+A snapshot is every recorded graph and the warmup nodes still alive, their outputs' state, the
+path, and the pool's segments with the output that owns each block. The step log takes one only
+when what it shows changed (`state`): reading torch's allocator costs milliseconds, so the pool
+is read again only when the allocator's counters moved. The observer owns one `TreeSnapshots`
+and hands it what it keeps of torch's nodes: their ids, labels, replay counts and generations.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, Optional
+
+from cgviz.observe import _torch_layout as layout
+from cgviz.trace.model import NodeView, OutputView, Snapshot
+
+
+class TreeSnapshots:
+    """Snapshots of a tree manager, told by the observer what it knows of the nodes.
+
+    `node_id(node)` gives a torch node's id in the trace (giving one at first sight), `live_nodes()`
+    the nodes torch still keeps by id, `label(manager, function_id)` a function's name; `devices`
+    (id(manager) -> 'cuda:1'), `replays` (node id -> count) and `born` (node id -> generation) are
+    the observer's, read as they are when a snapshot is taken.
+    """
+
+    def __init__(self, node_id: Callable[[Any], Optional[int]], live_nodes: Callable[[], dict[int, Any]],
+                 label: Callable[[Any, Any], str], devices: dict[int, Optional[str]], replays: Counter,
+                 born: dict[int, int]) -> None:
+        self.node_id = node_id
+        self.live_nodes = live_nodes
+        self.label = label
+        self.devices = devices
+        self.replays = replays
+        self.born = born
+        self.pool_reads: dict[int, tuple] = {}  # device -> (allocator counters, (pool, its segments))
+
+    def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
+        """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
+        live = self.live_nodes()
+        views = [self.node_view(manager, n, live, generation, invalidated) for n in self.shown_nodes(manager, live)]
+        views.sort(key=lambda v: v.id)
+        current = layout.current_node(manager)
+        path = [self.node_id(n) for n in layout.path_to(current)][::-1]  # ids given from the current node up
+        state = (layout.path_state(manager) or "none").lower()
+        return Snapshot(views, self.node_id(current), path, state, generation, self.segments(manager, views))
+
+    def shown_nodes(self, manager: Any, live: dict[int, Any]) -> list:
+        """The nodes a snapshot of `manager` shows: its recorded graphs, and the warmup nodes of
+        its device that are still alive."""
+        seen: list[Any] = []
+        stack = list(layout.roots(manager))
+        while stack:
+            node = stack.pop(0)
+            seen.append(node)
+            stack.extend(layout.node_children(node))
+        device = self.devices.get(id(manager))
+        for node in live.values():
+            if layout.is_warmup(node) and node not in seen and layout.node_device(node) == device:
+                seen.append(node)
+        return seen
+
+    def state(self, manager: Any, invalidated: set[tuple[int, int]]) -> tuple:
+        """What a snapshot of `manager` shows, but replay counts and the generation, in a cheap
+        form (StepLog takes no new snapshot while it is unchanged): the nodes, their outputs'
+        liveness and the path. The pool changes with it: replays allocate nothing."""
+        shown = []
+        for node in self.shown_nodes(manager, self.live_nodes()):
+            shown.append(id(node))
+            shown.extend(map(layout.is_live, layout.output_refs(node)))
+        return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
+
+    def node_view(self, manager: Any, node: Any, live: dict[int, Any], generation: int,
+                  invalidated: set[tuple[int, int]]) -> NodeView:
+        cg_id = self.node_id(node)
+        fid = layout.node_function(node)
+        meta = layout.output_metadata(node)
+        outputs = []
+        for i, ref in enumerate(layout.output_refs(node)):
+            m = meta[i] if i < len(meta) and isinstance(meta[i], dict) else {}
+            if (cg_id, i) in invalidated:
+                state = "invalid"
+            else:
+                state = "live" if layout.is_live(ref) else "dead"
+            address = ref.data_ptr() if ref is not None else m.get("data_ptr")
+            dtype = str(m.get("dtype", "")).removeprefix("torch.")
+            outputs.append(OutputView(i, list(m.get("size", ())), dtype, int(m.get("nbytes", 0) or 0), address, state,
+                                      None if ref is not None else "untracked"))
+        children = [self.node_id(c) for c in layout.node_children(node)]
+        children += [i for i, n in live.items() if layout.is_warmup(n) and layout.node_parent(n) is node]
+        return NodeView(
+            id=cg_id, function=self.label(manager, fid), kind="warmup" if layout.is_warmup(node) else "graph",
+            parent=self.node_id(layout.node_parent(node)), children=sorted(children),
+            generation=self.born.get(cg_id, generation), replays=self.replays[cg_id], outputs=outputs,
+            signature=layout.torch_node_id(node),
+        )
+
+    def segments(self, manager: Any, views: list[NodeView]) -> list:
+        pool = layout.pool_of(manager)
+        device = layout.manager_index(manager)
+        if pool is None or device is None:
+            return []
+        from cgviz._torch.allocator import allocator_counters, pool_segments
+        from cgviz.trace.ownership import owned_segments
+
+        # read again only when the allocator's cumulative counters moved (its snapshot costs ms)
+        counters, kept = self.pool_reads.get(device, (None, None))
+        now = allocator_counters(device)
+        if kept is None or counters != now or kept[0] != tuple(pool):
+            kept = (tuple(pool), pool_segments(device, pool))
+            self.pool_reads[device] = (now, kept)
+        return owned_segments(kept[1], views, {})
