@@ -38,6 +38,9 @@ class Ref:
     def __call__(self):
         return self if self.alive else None
 
+    def expired(self) -> bool:
+        return not self.alive
+
     def data_ptr(self) -> int:
         return self.ptr
 

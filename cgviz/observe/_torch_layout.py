@@ -66,6 +66,7 @@ CLASS_MEMBERS: dict[str, tuple] = {
     "CheckInvariantStatus": ("StaticInputIdxMismatch", "CudagraphManagedIdxMismatch",
                              "ExpectedDeadIndicesBeforeGraphMismatch"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
+    "StorageWeakRefWrapper": ("expired",),
     "GraphID": ("id",),
     "FunctionID": ("id",),
     "WrappedFunction": ("id", "kernel_free_cudagraph", "cudagraph_managed_input_rerecord_limit",
@@ -526,7 +527,8 @@ def output_metadata(node: Any) -> list:
 
 
 def is_live(ref: Any) -> bool:
-    return ref is not None and ref() is not None
+    """An output's StorageWeakRefWrapper: live unless expired (what calling it checks first)."""
+    return ref is not None and not ref.expired()
 
 
 def torch_node_id(node: Any) -> str:
