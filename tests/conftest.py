@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import settings
 
 import cgviz
 from cgviz.scenarios import SCENARIOS, run_scenario
+
+# Property tests draw the same inputs on every run (and remember no failures between runs): a
+# test passes or fails by the code, not by the draw.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.load_profile("deterministic")
 
 
 @pytest.fixture
