@@ -226,6 +226,37 @@ def test_two_threads_on_one_tree_get_right_values_and_leave_it_consistent(tree):
     assert {n.id for n in snap.nodes} == {n.id for n in tree.nodes}
 
 
+@pytest.mark.parametrize("level", ["events", "full"])
+def test_reading_the_trace_from_another_thread_loses_no_decision(level):
+    """One thread calls in a loop; another reads the trace (which logs the decisions noted)
+    all along: every call is in the trace, in order, and the tree's thread saw no error."""
+    tree = cgviz.Tree("sim", trace=level)
+    f = tree.wrap(lambda x: x * 2, name="f")
+    x = data(8)
+    done = threading.Event()
+    errors: list[BaseException] = []
+    seen = []
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                seen.append(tree.trace.counts()["execute"])
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(3000):
+            f(x)
+    finally:
+        done.set()
+        thread.join()
+    assert errors == []
+    assert tree.trace.counts()["execute"] == 2998
+    assert seen == sorted(seen) and len(seen) > 1
+
+
 def test_wrap_rejects_bad_names(tree):
     with pytest.raises(TypeError, match="name must be a string, not int"):
         tree.wrap(lambda x: x, name=5)

@@ -133,10 +133,13 @@ class Tree:
     @property
     def trace(self):
         """The live Trace (grows with each step); with a profile, ``meta["profile"]`` is brought
-        up to date (waiting for timings still running on the device)."""
-        if self._profiler is not None and self._profiler.dirty:
-            self._recorder.meta["profile"] = self._profiler.table()
-        return self._recorder.trace
+        up to date (waiting for timings still running on the device). Read from another thread,
+        it waits for a call of this tree in progress to end (the decisions it noted are logged
+        when the trace is read)."""
+        with self._held():
+            if self._profiler is not None and self._profiler.dirty:
+                self._recorder.meta["profile"] = self._profiler.table()
+            return self._recorder.trace
 
     @property
     def rerecord_limit(self) -> Optional[int]:
