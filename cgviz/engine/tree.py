@@ -22,7 +22,7 @@ import contextlib
 import threading
 import time
 from threading import get_ident
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -119,6 +119,7 @@ class Tree:
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
         self._lock = threading.Lock()  # one call at a time; see _call
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
+        self._holding: Optional[int] = None  # the thread holding the lock outside a call (_held), if any
         self._recorder = Recorder(self, trace)
         self._recorder.meta.update(self.backend.describe())
         self._recorder.meta["rules"] = self.rules.release
@@ -243,8 +244,12 @@ class Tree:
             return self._recorder.snapshot()
 
     def _held(self):
-        """The lock, unless this thread is inside a call of this tree and so holds it already."""
-        return contextlib.nullcontext() if self._running_on == get_ident() else self._lock
+        """The lock, unless this thread holds it already: inside a call of this tree, or inside
+        another operation that took it (explain() reads the trace)."""
+        me = get_ident()
+        if self._running_on == me or self._holding == me:
+            return contextlib.nullcontext()
+        return self._taken()
 
     def _between_calls(self, what: str):
         """The lock, for an operation that must not run inside a call of this tree."""
@@ -252,7 +257,16 @@ class Tree:
             raise RuntimeError(
                 f"{what} was called from inside a function of this tree; call it between calls"
             )
-        return self._lock
+        return self._held()
+
+    @contextlib.contextmanager
+    def _taken(self) -> Iterator[None]:
+        with self._lock:
+            self._holding = get_ident()
+            try:
+                yield
+            finally:
+                self._holding = None
 
     @property
     def _mutation_hints(self) -> dict:
