@@ -124,12 +124,12 @@ class PageData:
         step `start` on (`payload.ROW`), and the records' fields (``fields``, `payload.FIELDS`)."""
         steps = self.trace.steps
         empty = _empty_message(self.trace)
-        timeline, xs = self._timeline()
+        timeline, xs, band = self._timeline()
         return {
             "title": self.title, "header": self._header(), "n": len(steps), "start": start,
             "rows": self._rows(start), "empty": empty,
             "notices": self.notices + ([empty] if steps and empty else []),
-            "timeline": timeline, "tx": xs, "level": self.trace.meta.get("trace_level"),
+            "timeline": timeline, "tx": xs, "tband": band, "level": self.trace.meta.get("trace_level"),
             "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
             "css": css_variables(), "repeats": REPEATS_NOTE, "profile": self._profile(),
             "graphs": graph_list_html(self.trace), "graph_step": GRAPH_STEP_NOTE, "fields": FIELDS,
@@ -419,11 +419,13 @@ class PageData:
                                  times=times[i], graph=step.graph))
         return rows
 
-    def _timeline(self) -> tuple[str, list[float]]:
-        """The timeline SVG (ids namespaced) and the x of each step as a fraction of its width."""
+    def _timeline(self) -> tuple[str, list[float], list[float]]:
+        """The timeline SVG (ids namespaced), the x of each step as a fraction of its width, and
+        the band the steps are drawn in (its top and bottom margins as fractions of the height):
+        the page's step marker spans that band, not the title above it."""
         n = len(self.trace.steps)
         if not n:
-            return "", []
+            return "", [], []
         from cgviz.views.svg_output import figure_svg
         from cgviz.views.timeline import timeline_figure
 
@@ -433,7 +435,8 @@ class PageData:
             xs = linear(fig.axes[0], fig.bbox.width, n)
         except Exception:
             xs = [round((i + 0.5) / n, 5) for i in range(n)]
-        return svg, xs
+        box = fig.axes[0].get_position()
+        return svg, xs, [round(1 - box.y1, 4), round(box.y0, 4)]
 
 
 def _rank_trees(trace: "Trace") -> Any:

@@ -119,6 +119,70 @@ def test_page_no_white_panels_in_dark_scheme(browser: Any, page_file: Path) -> N
         context.close()
 
 
+CONTRAST_JS = r"""
+(sel) => {
+  // the contrast ratio (WCAG) of each element's text against the explorer's background
+  const lum = (c) => {
+    const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map((v) => {
+      v = v / 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const bg = lum(getComputedStyle(document.querySelector(".cgviz")).backgroundColor);
+  return [...document.querySelectorAll(sel)].map((e) => {
+    const fg = lum(getComputedStyle(e).color);
+    return [e.textContent.trim(), (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05)];
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_page_step_kind_counts_are_legible(browser: Any, tmp_path: Path, scheme: str) -> None:
+    """Each step kind's count in the header is legible on the page's background in both colour
+    schemes (its colour is a swatch before it: warmup orange as text is 2.1:1 on white), and the
+    swatch of a new generation is not black on a dark page."""
+    trace = run_scenario("training", "sim").trace
+    path = exported(trace, tmp_path / "training.html")
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
+    try:
+        page, _, errors = open_page(context, path)
+        counts = page.evaluate(CONTRAST_JS, ".cgviz .counts .kc")
+        assert any("generation" in text for text, _ in counts), counts
+        low = [(text, round(ratio, 2)) for text, ratio in counts if ratio < 4.5]
+        assert low == [], f"step kind counts below 4.5:1 contrast in the {scheme} scheme: {low}"
+        swatch = page.evaluate("""() => getComputedStyle(document.querySelector(".cgviz .counts .k-generation"),
+                                                         "::before").backgroundColor""")
+        assert (swatch == "rgb(0, 0, 0)") == (scheme == "light"), swatch
+        assert errors == []
+    finally:
+        context.close()
+
+
+MARKER_AND_TITLE_JS = r"""
+() => {
+  const title = [...document.querySelectorAll(".cgviz .cg-timeline text")].find((t) => t.textContent.startsWith("Timeline:"));
+  const m = document.querySelector(".cgviz .cg-marker").getBoundingClientRect(), r = title.getBoundingClientRect();
+  return {markerTop: m.top, markerBottom: m.bottom, titleBottom: r.bottom, titleLeft: r.left, titleRight: r.right, x: m.left};
+}
+"""
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_page_step_marker_spans_the_steps_not_the_timeline_title(browser: Any, page_file: Path, width: int) -> None:
+    """At the first step the marker stands under the title's first words: it starts below them."""
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        page, _, errors = open_page(context, page_file)
+        at = page.evaluate(MARKER_AND_TITLE_JS)
+        assert at["titleLeft"] <= at["x"] <= at["titleRight"], at  # the case that matters: under the title
+        assert at["markerTop"] >= at["titleBottom"], at
+        assert at["markerBottom"] - at["markerTop"] > 20, at
+        assert errors == []
+    finally:
+        context.close()
+
+
 def test_page_narrow_window_stacks_panels(browser: Any, page_file: Path) -> None:
     context = browser.new_context(viewport={"width": 800, "height": 800})
     try:

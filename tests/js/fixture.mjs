@@ -34,7 +34,7 @@ export function head(fields, rows, extra = {}) {
   return Object.assign({
     title: "t", header: {meta: [], count: rows.length + " steps", kinds: []}, n: rows.length, start: 0,
     rows: rows.map((r) => pack(fields, "row", Object.assign({note: "", reason: "", times: 1}, r))),
-    empty: "", notices: [], timeline: "", tx: [], colors: {}, findings: [], widened: "widened",
+    empty: "", notices: [], timeline: "", tx: [], tband: [], colors: {}, findings: [], widened: "widened",
     repeats: " · ran {n} times", profile: {}, graphs: "", graph_step: "a CUDA graph's step", fields,
   }, extra);
 }

@@ -101,6 +101,10 @@ export function mount(root, payload, host) {
     const n = model.n;
     q("count").textContent = n;
     if (h.timeline) q("timeline").innerHTML = h.timeline;
+    if (h.tband && h.tband.length) {  // the marker spans the steps' band, not the title above it
+      q("marker").style.top = (h.tband[0] * 100) + "%";
+      q("marker").style.bottom = (h.tband[1] * 100) + "%";
+    }
     q("timeline-box").hidden = !h.timeline;
     slider.max = Math.max(n - 1, 0);
     [q("first"), q("prev"), q("next"), q("last"), slider].forEach((b) => { b.disabled = !n; });
