@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+import random
 import statistics
 import time
 from typing import Callable, Optional
@@ -35,9 +36,21 @@ def quartiles(xs: list[float], digits: int = 3) -> list[float]:
 
 
 def paired(a: list[float], b: list[float], combine: Callable[[float, float], float] = lambda x, y: x / y) -> dict:
-    """a against b in each round both ran in (a ratio by default): the median and quartiles."""
+    """a against b in each round both ran in (a ratio by default): the median, the quartiles,
+    the 95 % confidence interval of the median (bootstrap) and the per-round values."""
     per_round = [combine(x, y) for x, y in zip(a, b)]
-    return {"median": round(statistics.median(per_round), 3), "quartiles": quartiles(per_round)}
+    return {"median": round(statistics.median(per_round), 3), "quartiles": quartiles(per_round),
+            "ci95": median_interval(per_round), "per_round": [round(v, 4) for v in per_round]}
+
+
+def median_interval(xs: list[float], resamples: int = 4000) -> list[float]:
+    """The 95 % bootstrap confidence interval of the median of `xs`: how sure the median is (a
+    ratio whose interval lies within 0.99 – 1.01 is told apart from a 1 % cost). The resampling
+    is seeded: the same samples give the same interval."""
+    rng = random.Random(0)
+    n = len(xs)
+    medians_ = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(resamples))
+    return [round(medians_[int(0.025 * resamples)], 3), round(medians_[int(0.975 * resamples) - 1], 3)]
 
 
 def medians(samples: dict[str, list[float]]) -> dict:

@@ -58,3 +58,22 @@ def test_diagnose_benchmark_quick(tmp_path):
         assert isinstance(result[level]["median_s"], float) and result[level]["median_s"] >= 0
         assert result[level]["findings"] > 0
     assert "pool" in result["full"]["kinds"] and "pool" not in result["events"]["kinds"]
+
+
+def test_a_paired_ratio_says_how_sure_its_median_is():
+    """The benchmarks' paired ratios carry a seeded bootstrap interval of the median: the same
+    rounds give the same interval, it holds the median, and it is wider for scattered rounds."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from _stats import paired
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    steady = paired([1.01, 1.0, 1.02, 1.01, 1.0, 1.01, 1.02, 1.01], [1.0] * 8)
+    scattered = paired([0.9, 1.1, 1.0, 1.2, 0.85, 1.05, 1.15, 0.95], [1.0] * 8)
+    assert steady == paired([1.01, 1.0, 1.02, 1.01, 1.0, 1.01, 1.02, 1.01], [1.0] * 8)
+    for result in (steady, scattered):
+        low, high = result["ci95"]
+        assert low <= result["median"] <= high
+        assert len(result["per_round"]) == 8
+    assert steady["ci95"][1] - steady["ci95"][0] < scattered["ci95"][1] - scattered["ci95"][0]
+    assert steady["ci95"][0] >= 1.0 and steady["ci95"][1] <= 1.02
