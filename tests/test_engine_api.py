@@ -110,3 +110,23 @@ def test_subscribe_is_public_and_hands_each_recorded_step():
     assert len(seen) == 1
     with pytest.raises(TypeError, match="subscribe needs a callable"):
         tree.subscribe("not a function")
+
+
+@pytest.mark.parametrize("level", ["events", "full"])
+def test_a_listener_hears_a_replay_loop_once_per_repetition(level):
+    """In a steady loop a call repeats the block before it: the listener is told once per call
+    with the block's last step, whose repeat count has grown, and at once (nothing is held back
+    while someone listens)."""
+    tree = cgviz.Tree("sim", trace=level)
+    f = tree.wrap(lambda x: x + 1, name="f")
+    x = data(4)
+    for _ in range(4):  # warmup, record, replays: the loop's block forms
+        f(x)
+    seen = []
+    tree.subscribe(seen.append)
+    for i in range(10):
+        f(x)
+        assert len(seen) == i + 1
+    end = tree.trace.steps[-1]
+    assert all(s is end for s in seen) and end.kind == "execute"
+    assert end.repeat == 12 and tree.trace.counts()["execute"] == 12  # a path end and a replay per call

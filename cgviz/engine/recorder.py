@@ -66,7 +66,9 @@ class Recorder:
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
         """Call `fn(step)` after each recorded step (a fold passes the block's last step, once
-        per repetition), e.g. a live Explorer; returns the function that stops it."""
+        per repetition), e.g. a live Explorer; returns the function that stops it. The
+        decisions noted before are logged first: a new listener hears only of new steps."""
+        self.catch_up()
         self.listeners.append(fn)
 
         def unsubscribe() -> None:

@@ -232,11 +232,13 @@ class Tree:
             return safe_text(explain(self))
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
-        """Call `fn(step)` after each step the tree records (a folded repeat passes its block's
-        last step), e.g. for a live viewer; returns the function that stops it."""
+        """Call `fn(step)` after each step the tree records, e.g. for a live viewer; while a
+        folded block repeats, once per repetition, with the block's last step. Returns the
+        function that stops it."""
         if not callable(fn):
             raise TypeError(f"subscribe needs a callable taking a step, not {type(fn).__name__}")
-        return self._recorder.subscribe(fn)
+        with self._held():
+            return self._recorder.subscribe(fn)
 
     def snapshot(self):
         """The tree's state now, as a trace Snapshot."""
