@@ -5,7 +5,7 @@ they can have changed since the last reading."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -58,3 +58,25 @@ def pool_segments(device_index: int, pool: Any) -> list[RawSegment]:
             address = start + b["size"]
         out.append(RawSegment(seg["address"], seg["total_size"], seg.get("segment_type", ""), blocks))
     return sorted(out, key=lambda s: s.address)
+
+
+class PoolReading:
+    """One private pool's segments, read again only when the caching allocator's cumulative
+    counters moved since the last read (a steady replay moves none of them, and reading the
+    allocator's snapshot costs more than the replay). `forget()` after the allocator's state
+    was set wholesale (a checkpoint restore), which need not move the counters."""
+
+    def __init__(self, device_index: int, pool: Any) -> None:
+        self.device_index, self.pool = device_index, tuple(pool)
+        self._kept: Optional[tuple[tuple, list[RawSegment]]] = None  # (counters, segments)
+
+    def segments(self) -> list[RawSegment]:
+        counters = allocator_counters(self.device_index)
+        if self._kept is not None and self._kept[0] == counters:
+            return self._kept[1]
+        segments = pool_segments(self.device_index, self.pool)
+        self._kept = (counters, segments)
+        return segments
+
+    def forget(self) -> None:
+        self._kept = None

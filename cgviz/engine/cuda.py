@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from cgviz._torch.allocator import RawSegment, allocator_counters, pool_segments
+from cgviz._torch.allocator import PoolReading, RawSegment
 from cgviz._torch.graphs import graph_dot, inspectable_graph
 from cgviz._torch.kernels import kernel_counts
 from cgviz.engine import _torch_compat as compat
@@ -194,8 +194,6 @@ class CudaBackend:
         self._caches: "weakref.WeakSet[CachedOutput]" = weakref.WeakSet()
         self.capture_disabled: Optional[str] = None  # why no capture can begin in the pool any more
         self.read_kernels = False  # set by the tree: keep each graph's nodes (kernels) when recording
-        # the pool's segments as last read, and the allocator's counters then (see segments)
-        self._segments: Optional[tuple[tuple, list[RawSegment]]] = None
         with torch.cuda.device(self.device):
             self.pool = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(self.device)
@@ -205,6 +203,7 @@ class CudaBackend:
                 warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
                 with torch.cuda.graph(self._keepalive, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
                     pass
+        self._pool_reading = PoolReading(self.index, self.pool)
 
     def timer(self) -> CudaTimer:
         return CudaTimer(self.device)
@@ -254,7 +253,7 @@ class CudaBackend:
         return compat.cuda_function("get_checkpoint_state")(self.index, self.pool)
 
     def restore(self, state: Any, live: Sequence[tuple[int, Any]], dead_addresses: Sequence[int]) -> None:
-        self._segments = None  # the allocator's state is set wholesale: its counters need not move
+        self._pool_reading.forget()  # the allocator's state is set wholesale: its counters need not move
         self.drop_cached_outputs()  # the storages of live outputs become owning; dead ones are freed
         live_storages = [ref.cdata for _, ref in live]
         compat.cuda_function("set_checkpoint_pool_state")(self.index, state, [], live_storages)
@@ -262,15 +261,8 @@ class CudaBackend:
             compat.cuda_function("raw_delete")(address)
 
     def segments(self) -> list[RawSegment]:
-        """The pool's segments, read again only when the allocator allocated, freed, or took or
-        gave back a segment since the last read (its cumulative counters moved): a steady replay
-        changes none of them, and reading the allocator's snapshot costs more than the replay."""
-        counters = allocator_counters(self.index)
-        if self._segments is not None and self._segments[0] == counters:
-            return self._segments[1]
-        segments = pool_segments(self.index, self.pool)
-        self._segments = (counters, segments)
-        return segments
+        """The pool's segments (read again only when the allocator's counters moved)."""
+        return self._pool_reading.segments()
 
     # -- running ---------------------------------------------------------------------------
     def warmup(self, fn: Callable, args: Sequence[Any]) -> RunResult:

@@ -34,7 +34,7 @@ class TreeSnapshots:
         self.devices = devices
         self.replays = replays
         self.born = born
-        self.pool_reads: dict[int, tuple] = {}  # device -> (allocator counters, (pool, its segments))
+        self.pool_reads: dict[int, Any] = {}  # device -> its manager's pool, read when the allocator moved (PoolReading)
 
     def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
@@ -101,13 +101,10 @@ class TreeSnapshots:
         device = layout.manager_index(manager)
         if pool is None or device is None:
             return []
-        from cgviz._torch.allocator import allocator_counters, pool_segments
+        from cgviz._torch.allocator import PoolReading
         from cgviz.trace.ownership import owned_segments
 
-        # read again only when the allocator's cumulative counters moved (its snapshot costs ms)
-        counters, kept = self.pool_reads.get(device, (None, None))
-        now = allocator_counters(device)
-        if kept is None or counters != now or kept[0] != tuple(pool):
-            kept = (tuple(pool), pool_segments(device, pool))
-            self.pool_reads[device] = (now, kept)
-        return owned_segments(kept[1], views, {})
+        reading = self.pool_reads.get(device)
+        if reading is None or reading.pool != tuple(pool):
+            reading = self.pool_reads[device] = PoolReading(device, pool)
+        return owned_segments(reading.segments(), views, {})
