@@ -60,8 +60,7 @@ class Recorder:
             i = self.log.count_repetitions(raw, i)
             if i < n:
                 key, parts, generation, start, duration = raw[i]
-                self._log(key, partial(Step, 0, *parts[:2], generation, *parts[2:], duration, start=start + wall),
-                          duration)
+                self._log(key, step_maker(parts, generation, duration, start + wall), duration)
                 i += 1
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
@@ -97,8 +96,8 @@ class Recorder:
         function = None if function is None else safe_text(function)
         invalidated = invalidated or []
         duration = time.perf_counter() - start
-        make = partial(Step, 0, kind, reason, self.tree.generation, function, node, parent, duration,
-                       invalidated=invalidated, start=time.time() - duration)
+        make = step_maker((kind, reason, function, node, parent), self.tree.generation, duration,
+                          time.time() - duration, invalidated)
         self._log(decision_key(kind, function, node, parent, invalidated, reason), make, duration)
 
     def execute(self, node: "Node", start: float) -> None:
@@ -133,11 +132,7 @@ class Recorder:
             if len(self._raw) >= RAW_BATCH:
                 self.catch_up()
         else:
-            # `start` is perf_counter()'s (durations need a steady clock); the step's start on the
-            # wall clock torch's profiler uses is now on that clock less the time since then
-            make = partial(Step, 0, *parts[:2], self.tree.generation, *parts[2:], duration,
-                           start=time.time() - duration)
-            self._log(key, make, duration)
+            self._log(key, step_maker(parts, self.tree.generation, duration, time.time() - duration), duration)
 
     def _log(self, key: tuple, make: Callable[[], Step], duration: float) -> None:
         """One decision into the log: its Step is made only if it is kept (a repetition of the
@@ -185,6 +180,16 @@ class Recorder:
         on_path = set(path)
         buffers = {address: (n.id, i) for n in self.tree.nodes if n.id in on_path for i, address in n.input_buffers.items()}
         return owned_segments(self.tree.backend.segments(), nodes, buffers)
+
+
+def step_maker(parts: tuple, generation: int, duration: float, wall: float,
+               invalidated: Optional[list] = None) -> Callable[[], Step]:
+    """How a decision's Step is made if the log keeps it (`parts`: kind, reason, function, node,
+    parent). `wall` is its start on the wall clock torch's profiler uses: decisions are timed on
+    perf_counter() (durations need a steady clock), and the wall clock now less the time since."""
+    kind, reason, function, node, parent = parts
+    return partial(Step, 0, kind, reason, generation, function, node, parent, duration,
+                   invalidated=invalidated or [], start=wall)
 
 
 def _node_view(n: "Node") -> NodeView:
