@@ -10,27 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import statistics
 import sys
 import time
 
 import torch
-
-
-def timed(step, calls: int) -> float:
-    torch.cuda.synchronize()
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            step()
-        torch.cuda.synchronize()
-        return (time.perf_counter_ns() - start) / calls / 1000
-    finally:
-        gc.enable()
+from _stats import per_call_us
 
 
 # What Python costs inside a compiled call: plain wrappers on the three manager methods a
@@ -70,15 +56,15 @@ def probe_wrappers(noop_calls: int, clock: bool):
 
 def one_round(call, calls: int, start_observing, stop_observing) -> tuple[dict[str, float], object]:
     """Per-call times of every variant, one after the other; and the observer of this round."""
-    times = {"without_observer": timed(call, calls)}
+    times = {"without_observer": per_call_us(call, calls)}
     observer = start_observing("events")
     try:
-        times["observer_events"] = timed(call, calls)
+        times["observer_events"] = per_call_us(call, calls)
     finally:
         stop_observing(observer)
     for name, (noop_calls, clock) in PROBES.items():
         with probe_wrappers(noop_calls, clock):
-            times[name] = timed(call, calls)
+            times[name] = per_call_us(call, calls)
     return times, observer
 
 

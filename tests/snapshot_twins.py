@@ -4,6 +4,8 @@ steps must be equal, snapshots, durations and start times included."""
 
 from __future__ import annotations
 
+from cgviz.engine import recorder
+from cgviz.scenarios import run_scenario
 from cgviz.trace.fold import StepLog
 
 
@@ -29,3 +31,13 @@ class TwinLog(StepLog):
     def flush(self) -> None:
         self.twin.flush()
         super().flush()
+
+
+def scenario_with_twin(name: str, device: str, monkeypatch) -> tuple[list, list]:
+    """A scenario run at trace "full" on `device`: the steps the tree stored, and its twin's."""
+    TwinLog.made = []
+    monkeypatch.setattr(recorder, "StepLog", TwinLog)
+    steps = run_scenario(name, device, trace="full").tree.trace.steps
+    (log,) = TwinLog.made
+    log.twin.flush()
+    return steps, log.twin.steps

@@ -16,18 +16,13 @@ from cgviz.engine import recorder
 from cgviz.scenarios import SCENARIOS, run_scenario
 from cgviz.trace.fold import StepLog
 from cgviz.trace.model import NodeView, Snapshot, Step
-from snapshot_twins import TwinLog
+from snapshot_twins import TwinLog, scenario_with_twin
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_a_scenario_stores_the_trace_a_snapshot_per_decision_gives(name, monkeypatch):
-    TwinLog.made = []
-    monkeypatch.setattr(recorder, "StepLog", TwinLog)
-    run = run_scenario(name, "sim", trace="full")
-    steps = run.tree.trace.steps
-    (log,) = TwinLog.made
-    log.twin.flush()
-    assert steps == log.twin.steps
+    steps, twin = scenario_with_twin(name, "sim", monkeypatch)
+    assert steps == twin
     assert all(s.snapshot is not None for s in steps)
 
 

@@ -11,21 +11,15 @@ import pytest
 import torch
 
 import cgviz
-from cgviz.engine import recorder
 from cgviz.observe import observer
-from cgviz.scenarios import SCENARIOS, run_scenario
-from snapshot_twins import TwinLog
+from cgviz.scenarios import SCENARIOS
+from snapshot_twins import TwinLog, scenario_with_twin
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_a_cuda_scenario_stores_the_trace_a_snapshot_per_decision_gives(name, monkeypatch):
-    TwinLog.made = []
-    monkeypatch.setattr(recorder, "StepLog", TwinLog)
-    run = run_scenario(name, "cuda", trace="full")
-    steps = run.tree.trace.steps
-    (log,) = TwinLog.made
-    log.twin.flush()
-    assert steps == log.twin.steps
+    steps, twin = scenario_with_twin(name, "cuda", monkeypatch)
+    assert steps == twin
 
 
 @pytest.mark.usefixtures("fresh_dynamo")
