@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the *surface* of a torch release that cgviz relies on, as a small JSON file.
 
-cgviz observes torch's CUDA graph trees through private names (cgviz/observe/_torch_layout.py,
+cgviz observes torch's CUDA graph trees through private names (cgviz/observe/_torch_layout/,
 cgviz/engine/_torch_compat.py). This script reads a release's sources, never importing or
 running them (stdlib `ast` only), and records what those names could refer to, for five files:
 

@@ -87,7 +87,7 @@ def torch_names(path: Path) -> set[str]:
 
 
 def test_the_torch_layer_reads_only_public_names_of_torch():
-    """Private names of torch stay in engine/_torch_compat.py and observe/_torch_layout.py."""
+    """Private names of torch stay in engine/_torch_compat.py and observe/_torch_layout/."""
     for path in sorted((PACKAGE / "_torch").glob("*.py")):
         private = [n for n in torch_names(path) if any(p.startswith("_") and not p.startswith("__") for p in n.split("."))]
         assert private == [], f"_torch/{path.name} reads private names of torch: {private}"

@@ -1,4 +1,4 @@
-"""Every private name of torch that cgviz.observe relies on (listed in _torch_layout.py) exists
+"""Every private name of torch that cgviz.observe relies on (listed in _torch_layout/) exists
 in the installed torch. A CPU build ships torch._inductor.cudagraph_trees but cannot make a
 tree manager, so this checks by introspection: module attributes, class attributes and methods,
 dataclass fields, and instance attributes found as `self.<name> = ...` in the classes' source.
@@ -84,7 +84,7 @@ def test_class_has_the_member(cls, entry):
     if not expected:
         return
     assert any(name in have for name in expected), (
-        f"{cls} has none of {alternatives(entry)} in this torch: cgviz/observe/_torch_layout.py needs updating"
+        f"{cls} has none of {alternatives(entry)} in this torch: cgviz/observe/_torch_layout/ needs updating"
     )
 
 

@@ -3,7 +3,7 @@
 scripts/torch_surface.py writes tests/data/torch_surface/<release>.json from a release's
 sources; tests/torch_surface.py reads them. Here: the script reproduces the recorded files
 (where the sources are at hand: ../shared/torch-src/<release> beside the checkout, or CGVIZ_TORCH_SRC), its errors, and every name
-that cgviz/observe/_torch_layout.py and cgviz/engine/_torch_compat.py declare, in every
+that cgviz/observe/_torch_layout/ and cgviz/engine/_torch_compat.py declare, in every
 recorded release. A name that torch added in some release is listed in _torch_layout.SINCE
 ({key: first release}, keys as tests/torch_surface.py describes), one it removed in UNTIL
 ({key: last release}); such a claim is checked both ways: absent before (after) that release,

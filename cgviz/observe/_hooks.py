@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from cgviz._torch.graphs import graph_dot
 from cgviz._torch.kernels import kernel_counts, kernel_counts_from_data
 from cgviz.observe import _torch_layout as layout
+from cgviz.observe.lookups import read
 from cgviz.observe.recorded_kernels import graphs_kept, instantiated_graph_data
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], since: st
     original = getattr(owner, name, None)
     if original is None:
         if not (since and not layout.has_since(since)):  # not a name this release lacks by design
-            layout.read(owner, name)  # says once that this torch lacks it
+            read(owner, name)  # says once that this torch lacks it
         return
     _ORIGINALS.append((owner, name, vars(owner).get(name, _ABSENT)))
     setattr(owner, name, make(original))
@@ -87,7 +88,7 @@ def wrap_warmup(original: Callable) -> Callable:
             return original(self, *args, **kwargs)
         start = time.perf_counter()
         out = original(self, *args, **kwargs)
-        node = layout.read(self, "current_node")
+        node = layout.current_node(self)
         function_id = _arg(args, kwargs, 1, "function_id")
         for obs in ACTIVE:
             obs.warmed_up(self, function_id, node, start)
@@ -103,18 +104,18 @@ def wrap_record(original: Callable) -> Callable:
         start = time.perf_counter()
         parent = self.current_node
         # why the existing children could not replay (asked again only now, off the replay path)
-        mismatches = [] if layout.read(self, "in_recording", False) else layout.replay_mismatches(
+        mismatches = [] if read(self, "in_recording", False) else layout.replay_mismatches(
             self, parent, new_inputs, function_id)
         kernels = None
         if any(obs.read_kernels for obs in ACTIVE):
             with instantiated_graph_data() as data:  # 2.14+: a public hook, torch's graphs untouched
                 with graphs_kept() if data is None else contextlib.nullcontext():
                     out = original(self, *args, **kwargs)
-            node = layout.read(self, "current_node")
-            kernels = kernel_counts_from_data(data[-1]) if data else graph_kernels(layout.read(node, "graph"))
+            node = layout.current_node(self)
+            kernels = kernel_counts_from_data(data[-1]) if data else graph_kernels(read(node, "graph"))
         else:
             out = original(self, *args, **kwargs)
-            node = layout.read(self, "current_node")
+            node = layout.current_node(self)
         for obs in ACTIVE:
             obs.recorded(self, function_id, parent, node, mismatches, kernels, start)
         return out
@@ -139,7 +140,7 @@ def wrap_checkpoint(original: Callable) -> Callable:
             return original(self, *args, **kwargs)
         start = time.perf_counter()
         out = original(self, *args, **kwargs)
-        node = layout.read(self, "current_node")
+        node = layout.current_node(self)
         for obs in ACTIVE:
             obs.checkpoint_restored(self, node, start)
         return out
@@ -189,7 +190,7 @@ def wrap_end_warmup(original: Callable) -> Callable:
 def wrap_dealloc(original: Callable) -> Callable:
     def dealloc_current_path_weakrefs(self, *args, **kwargs):
         if ACTIVE:
-            current = layout.read(self, "current_node")
+            current = layout.current_node(self)
             for obs in ACTIVE:
                 obs.path_deallocating(self, current)
         return original(self, *args, **kwargs)
@@ -201,9 +202,9 @@ def wrap_warn(original: Callable) -> Callable:
         if not ACTIVE:
             return original(self, *args, **kwargs)
         function_id = _arg(args, kwargs, 0, "function_id")
-        warned = set(layout.read(self, "warned_functions", set()) or ())
+        warned = set(read(self, "warned_functions", set()) or ())
         out = original(self, *args, **kwargs)
-        if function_id in (layout.read(self, "warned_functions", set()) or ()) and function_id not in warned:
+        if function_id in (read(self, "warned_functions", set()) or ()) and function_id not in warned:
             for obs in ACTIVE:
                 obs.pending_backward_warned()
         return out
@@ -249,7 +250,7 @@ def wrap_clone(original: Callable) -> Callable:
 
 def wrap_warmup_incomplete(original: Callable) -> Callable:
     def mark_warmup_incomplete(self, *args, **kwargs):
-        warming = layout.read(self, "active_warmup_function") if ACTIVE else None
+        warming = read(self, "active_warmup_function") if ACTIVE else None
         out = original(self, *args, **kwargs)
         if warming is not None:
             for obs in ACTIVE:

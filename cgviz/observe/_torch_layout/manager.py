@@ -1,0 +1,312 @@
+"""Reading torch's tree manager: its functions, nodes, paths, outputs and generations, and why it
+ran a call eagerly or recorded again (names declared in the package)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Callable, Optional
+
+from cgviz.observe import frames
+from cgviz.observe._torch_layout import (
+    EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS, MANAGER_INIT, NODE_RECORD,
+    RUN_METHODS, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
+)
+from cgviz.observe.lookups import read
+from cgviz.observe.torch_words import device_name, torch_id_words
+
+
+def manager_class() -> Any:
+    """torch's CUDAGraphTreeManager class (importing its module)."""
+    from torch._inductor import cudagraph_trees
+
+    return getattr(cudagraph_trees, MANAGER_CLASS)
+
+
+def run_method(manager_cls: Any) -> str:
+    """The first of RUN_METHODS that this torch's manager has."""
+    return next((name for name in RUN_METHODS if hasattr(manager_cls, name)), RUN_METHODS[-1])
+
+
+def function_label(manager: Any, function_id: Any) -> tuple[str, str]:
+    """(name, mode) of a function of the manager: 'forward', 'backward' or 'inference'."""
+    name = None
+    getter = getattr(manager, "get_func_name", None)
+    if getter is not None:
+        try:
+            name = getter(function_id)
+        except Exception:
+            name = None
+    if not name:
+        name = f"function {getattr(function_id, 'id', function_id)}"
+    modes = read(manager, "id_to_mode", {}) or {}
+    mode = getattr(modes.get(function_id), "name", "")
+    return name, mode.lower()
+
+
+def compile_id(manager: Any, function_id: Any) -> str:
+    ids = read(manager, "id_to_compile_id", {}) or {}
+    value = ids.get(function_id)
+    return "" if value is None else str(value)
+
+
+def stack_traces(manager: Any, function_id: Any) -> list[str]:
+    """The stack traces torch keeps for a function's outputs (where each was computed)."""
+    traces = (read(manager, "ids_to_stack_traces", {}) or {}).get(function_id) or ()
+    return [t for t in traces if isinstance(t, str) and t]
+
+
+def added_function_id(added: Any) -> Any:
+    """The function id of what the manager's add_function returned: (fn, outputs), fn being
+    functools.partial(manager.run, function_id=...)."""
+    fn = added[0] if isinstance(added, tuple) and added else None
+    return (getattr(fn, "keywords", None) or {}).get("function_id")
+
+
+def _skip_hints(manager: Any) -> dict:
+    """torch's per-(node, function) "run this eagerly here" marks: skip_cudagraph from 2.15 (a
+    mutation of an unmanaged input, or an edge past the managed-input limit with action "skip"),
+    non_cudagraph_managed_mutation_hint before."""
+    name = "skip_cudagraph" if has_since("CUDAGraphTreeManager.skip_cudagraph") else "non_cudagraph_managed_mutation_hint"
+    return read(manager, name, {}) or {}
+
+
+def eager_cause(manager: Any, function_id: Any) -> str:
+    """Why torch's manager ran a call of this function eagerly, from its own state right after
+    the call: EAGER_MUTATION (it marked the function as writing in place to inputs the tree does
+    not manage, at the current node), EAGER_MANAGED_INPUT_LIMIT (2.15: an input of the path kept
+    moving there, action "skip"), EAGER_RERECORD_LIMIT (past its re-record limit there), or ''
+    when its state says neither."""
+    get_node_id = read(manager, "_get_node_id")
+    limit = read(manager, "exceed_rerecord_limit")
+    try:
+        node_id = get_node_id() if get_node_id is not None else None
+        if (_skip_hints(manager).get(node_id) or {}).get(function_id):
+            if managed_input_limit_reached(manager, node_id, function_id):
+                return EAGER_MANAGED_INPUT_LIMIT
+            return EAGER_MUTATION
+        if limit is not None and limit(node_id, function_id):
+            return EAGER_RERECORD_LIMIT
+    except Exception:
+        pass
+    return ""
+
+
+def managed_input_limit_reached(manager: Any, node_id: Any, function_id: Any) -> bool:
+    """2.15, action "skip": has an input slot of this edge moved as often as the limit allows?"""
+    if not has_since("CUDAGraphTreeManager.cudagraph_managed_input_rerecord"):
+        return False
+    counts = ((getattr(manager, "cudagraph_managed_input_rerecord", None) or {}).get(node_id) or {}).get(function_id)
+    wrapped = (getattr(manager, "ids_to_funcs", None) or {}).get(function_id)
+    limit = getattr(wrapped, "cudagraph_managed_input_rerecord_limit", None)
+    return bool(counts) and isinstance(limit, int) and max(counts.values()) >= limit
+
+
+def demoted_inputs(manager: Any, node_id: Any, function_id: Any) -> set:
+    """2.15: the input slots of this edge torch copies now instead of re-recording."""
+    demoted = getattr(manager, "demoted_cudagraph_managed_idxs", None) or {}
+    return set((demoted.get(node_id) or {}).get(function_id) or ())
+
+
+def managed_input_rule(manager: Any, function_id: Any) -> tuple[str, Any]:
+    """2.15: (action, limit) of a function's managed-input re-record rule."""
+    wrapped = (getattr(manager, "ids_to_funcs", None) or {}).get(function_id)
+    return (str(getattr(wrapped, "cudagraph_managed_input_rerecord_action", "copy")),
+            getattr(wrapped, "cudagraph_managed_input_rerecord_limit", None))
+
+
+def is_kernel_free(node: Any) -> bool:
+    """2.14+: a node whose function launches no kernels: torch keeps no CUDA graph for it."""
+    return bool(getattr(getattr(node, "wrapped_function", None), "kernel_free_cudagraph", False))
+
+
+def cloned_outputs(manager: Any, storages_to_clone: Any) -> list[tuple[Any, int, int]]:
+    """2.14+: what _clone_live_user_visible_storages is about to clone, as (node, output index,
+    bytes): each group's entries hold the outputs_weakrefs list of a node on the current path."""
+    path = path_to(current_node(manager))
+    found: list[tuple[Any, int, int]] = []
+    if not isinstance(storages_to_clone, (list, tuple)):
+        return found
+    for _storage, entries in storages_to_clone:
+        for output_weakrefs, _tensors, _cached, index in entries:
+            owner = next((n for n in path if getattr(n, "outputs_weakrefs", None) is output_weakrefs), None)
+            if owner is None:
+                continue
+            meta = output_metadata(owner)
+            entry = meta[index] if index < len(meta) and isinstance(meta[index], dict) else {}
+            found.append((owner, index, int(entry.get("nbytes", 0) or 0)))
+    return found
+
+
+def node_function(node: Any) -> Any:
+    wrapped = read(node, "wrapped_function")
+    return getattr(wrapped, "id", None)
+
+
+def node_parent(node: Any) -> Any:
+    return read(node, "parent")
+
+
+def path_to(node: Any) -> list:
+    """`node` and its ancestors up to its root, nearest first ([] for None)."""
+    path = []
+    while node is not None:
+        path.append(node)
+        node = node_parent(node)
+    return path
+
+
+def node_children(node: Any) -> list:
+    children = getattr(node, "children", None) or {}
+    return [c for nodes in children.values() for c in nodes]
+
+
+def current_node(manager: Any) -> Any:
+    """The node the manager's current path ends at (None at the roots)."""
+    return read(manager, "current_node")
+
+
+def path_state(manager: Any) -> Optional[str]:
+    """The state of the manager's path in torch's words ("NONE", "WARMUP", "RECORDING", "EXECUTION")."""
+    return getattr(read(manager, "path_state"), "name", None)
+
+
+def already_warm(node: Any) -> bool:
+    """Has this warmup node's path warmed up before (the function runs eagerly again)?"""
+    return bool(getattr(node, "already_warm", False))
+
+
+def roots(manager: Any) -> list:
+    by_function = read(manager, "roots", {}) or {}
+    return [n for nodes in by_function.values() for n in nodes]
+
+
+def output_refs(node: Any) -> list:
+    return list(read(node, "outputs_weakrefs", []) or [])
+
+
+def output_metadata(node: Any) -> list:
+    """Per output: a dict with size/dtype/nbytes/data_ptr, or None (warmup nodes keep none)."""
+    return list(getattr(node, "outputs_metadata", None) or [])
+
+
+def is_live(ref: Any) -> bool:
+    """An output's StorageWeakRefWrapper: live unless expired (what calling it checks first)."""
+    return ref is not None and not ref.expired()
+
+
+def torch_node_id(node: Any) -> str:
+    """How torch itself names the node, for its signature (see torch_id_words)."""
+    return torch_id_words(is_warmup(node), getattr(getattr(node, "id", None), "id", None))
+
+
+def is_warmup(node: Any) -> bool:
+    return type(node).__name__ == WARMUP_NODE_CLASS
+
+
+def manager_index(manager: Any) -> Optional[int]:
+    """The index of a tree manager's device (torch keeps a manager per device and thread)."""
+    return read(manager, "device_index")
+
+
+def manager_device(manager: Any) -> Optional[str]:
+    """The device of a tree manager: 'cuda:1'."""
+    return device_name(manager_index(manager))
+
+
+def node_device(node: Any) -> Optional[str]:
+    """The device of a node: a warmup node keeps its index as `device_index`, a graph node as `device`."""
+    return device_name(read(node, "device_index" if is_warmup(node) else "device"))
+
+
+def pool_of(manager: Any) -> Any:
+    return read(manager, "cuda_graphs_thread_pool")
+
+
+_TREES: Any = None
+
+
+def _trees_module() -> Any:
+    global _TREES
+    _TREES = sys.modules.get(TREES_MODULE)
+    return _TREES
+
+
+def starts_new_generation(manager: Any) -> bool:
+    """Would torch's manager begin a new generation now (its can_start_new_generation())?
+
+    Read straight from the generation counters, as torch 2.4 to 2.13 compute it: this runs
+    at every path end of an observed loop, where torch's own four method calls would be
+    most of the observer's cost. A layout without those counters asks torch instead.
+    """
+    trees = _TREES or _trees_module()
+    try:
+        counter = trees.MarkStepBox.mark_step_counter
+        generation = counter if counter != 0 else trees.GenerationTracker.generation
+        if manager.current_gen == generation:
+            return False
+        return counter != 0 or not manager.running_forwards_with_pending_backwards
+    except AttributeError:
+        pass
+    check = getattr(manager, "can_start_new_generation", None)
+    if check is None:
+        read(manager, "can_start_new_generation")  # says once that this torch lacks it
+        return False
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def replay_mismatches(manager: Any, parent: Any, new_inputs: list, function_id: Any) -> list[tuple[Any, str, str]]:
+    """Why each recorded graph of this function under `parent` (a root when None) can't replay:
+    (node, torch's CheckInvariantStatus name, its words).
+
+    Asks the nodes' check_invariants again, on a copy of the inputs (a passing check clears
+    the managed inputs it is given), when torch is about to record: off the replay path.
+    """
+    siblings = read(manager, "roots", {}) if parent is None else getattr(parent, "children", None)
+    found = []
+    for child in (siblings or {}).get(function_id, ()):
+        try:
+            result = child.check_invariants(list(new_inputs))
+        except Exception:
+            continue
+        status, describe = result if isinstance(result, tuple) else (result, None)
+        why = getattr(status, "name", "SUCCESS")
+        if why == "SUCCESS":
+            continue
+        if callable(describe):
+            with contextlib.suppress(Exception):
+                why = describe() or why
+        found.append((child, getattr(status, "name", ""), why))
+    return found
+
+
+def generation_check() -> Callable[[Any], bool]:
+    """A fast `starts_new_generation(manager)` for hooks that run on every call of an observed
+    loop: it reads the generation counters inline where this torch has them."""
+    trees = _TREES or _trees_module()
+    box, tracker = getattr(trees, "MarkStepBox", None), getattr(trees, "GenerationTracker", None)
+    if not (hasattr(box, "mark_step_counter") and hasattr(tracker, "generation")):
+        return starts_new_generation
+
+    def new_generation(manager: Any) -> bool:
+        counter = box.mark_step_counter
+        try:
+            return manager.current_gen != (counter or tracker.generation) and (
+                counter != 0 or not manager.running_forwards_with_pending_backwards)
+        except AttributeError:
+            return starts_new_generation(manager)
+
+    return new_generation
+
+
+def tree_capture(frame: Any) -> Optional[tuple[str, Any]]:
+    """Is the CUDA graph being captured from this stack one of torch.compile's trees'? ("node",
+    the CUDAGraphNode recording it) or ("pool", the manager whose pool it keeps alive); None
+    for a graph of the user's own. Walks the live frames only, holding none of them."""
+    trees_file = getattr(sys.modules.get(TREES_MODULE), "__file__", None)
+    if trees_file is None:
+        return None
+    return frames.owner_in_stack(frame, trees_file, {NODE_RECORD: "node", MANAGER_INIT: "pool"})
