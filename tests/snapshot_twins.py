@@ -1,10 +1,17 @@
-"""A step log that also keeps a twin taking a snapshot at every decision: what `trace="full"`
-stored before it paid per change. Both get the same decisions at the same moments, so their
-steps must be equal, snapshots, durations and start times included."""
+"""Twins taking a snapshot at every decision: what `trace="full"` stored before it paid per change.
+A twin gets each decision when it is made, so its steps and the producer's must be equal,
+snapshots and durations included. `TwinLog` twins a step log that logs each decision at once
+(the observer's); `TwinRecorder` twins the tree's recorder, which notes replay-loop decisions
+and logs them later."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
+import cgviz
 from cgviz.engine import recorder
+from cgviz.engine import tree as tree_module
 from cgviz.scenarios import run_scenario
 from cgviz.trace.fold import StepLog
 
@@ -33,11 +40,72 @@ class TwinLog(StepLog):
         super().flush()
 
 
+class TwinRecorder(recorder.Recorder):
+    """The tree's recorder (snapshots per change; replay-loop decisions noted and logged later),
+    with `twin`: a step log fed each decision when it is made, with a snapshot taken then."""
+
+    made: list["TwinRecorder"] = []
+
+    def __init__(self, tree, level) -> None:
+        super().__init__(tree, level)
+        self.twin = StepLog([])
+        self.decisions = self.taken = 0
+        snapshot = self._snap
+
+        def counted():
+            self.taken += 1
+            return snapshot()
+
+        self._snap = counted
+        TwinRecorder.made.append(self)
+
+    @property
+    def skipped(self) -> int:
+        """Decisions that took no snapshot of their own."""
+        return self.decisions - self.taken
+
+    def _twin(self, key, make, duration) -> None:
+        self.decisions += 1
+        self.twin.add(key, make, duration, snap=self.snapshot)  # no state: a snapshot every time
+
+    def _note(self, note: tuple) -> None:
+        key, duration, _state, parts, generation, start = note
+        self._twin(key, recorder.step_maker(parts, generation, duration, time.time() - duration), duration)
+        super()._note(note)
+
+    def _log(self, key, make, duration, state=recorder._NOW) -> None:
+        self._twin(key, make, duration)
+        super()._log(key, make, duration, state)
+
+    def twin_steps(self) -> list:
+        self.twin.flush()
+        return self.twin.steps
+
+
+def same_steps(steps: list, twin: list) -> bool:
+    """Equal steps, snapshots and durations included; start times within 50 ms (a noted decision's
+    start is put on the wall clock when it is logged, its twin's when it was made)."""
+    if len(steps) != len(twin):
+        return False
+    for a, b in zip(steps, twin):
+        if dataclasses.replace(a, start=0.0) != dataclasses.replace(b, start=0.0) or abs(a.start - b.start) > 0.05:
+            return False
+    return True
+
+
+def tree_with_twin(monkeypatch, *args, **options) -> tuple:
+    """A cgviz.Tree whose recorder keeps a twin (`TwinRecorder`), and that recorder."""
+    TwinRecorder.made = []
+    monkeypatch.setattr(tree_module, "Recorder", TwinRecorder)
+    tree = cgviz.Tree(*args, **options)
+    (made,) = TwinRecorder.made
+    return tree, made
+
+
 def scenario_with_twin(name: str, device: str, monkeypatch) -> tuple[list, list]:
     """A scenario run at trace "full" on `device`: the steps the tree stored, and its twin's."""
-    TwinLog.made = []
-    monkeypatch.setattr(recorder, "StepLog", TwinLog)
+    TwinRecorder.made = []
+    monkeypatch.setattr(tree_module, "Recorder", TwinRecorder)
     steps = run_scenario(name, device, trace="full").tree.trace.steps
-    (log,) = TwinLog.made
-    log.twin.flush()
-    return steps, log.twin.steps
+    (made,) = TwinRecorder.made
+    return steps, made.twin_steps()

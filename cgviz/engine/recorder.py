@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.model import NodeView, OutputView, Segment, Snapshot, Step, Trace, safe_text
@@ -23,6 +23,7 @@ REPLAY_RULE = ("its static inputs and the inputs that are outputs of the path ar
                "and no output of the path that was dead at recording is live")
 
 RAW_BATCH = 4096  # replay-loop decisions noted before they are logged
+_NOW = object()  # a decision's state not given: read it when it is logged
 
 if TYPE_CHECKING:
     from cgviz.engine.node import Node
@@ -39,7 +40,12 @@ class Recorder:
         self._snap = self.snapshot if level == "full" else None
         self._replays: dict[int, tuple] = {}  # node id -> (key, reason) of its replay step
         self._path_ends: dict[int, tuple] = {}  # last node id -> (key, reason) of its path's end
-        self._raw: list[tuple] = []  # replay-loop decisions noted at "events", not yet in the log
+        # replay-loop decisions noted, not yet in the log: (key, duration, state, parts, generation, start)
+        self._raw: list[tuple] = []
+        # at "full": where the log's repeating block stands (StepLog.expected), kept up to date as
+        # decisions are noted; None when no block repeats
+        self._expect: Optional[list] = None
+        self._outputs: tuple = ((), None)  # (every node's outputs as (node, index, leaf), the nodes they are of)
 
     @property
     def trace(self) -> Trace:
@@ -47,6 +53,7 @@ class Recorder:
         repetition half done are kept as steps."""
         self.catch_up()
         self.log.flush()
+        self._expect = self.log.expected()
         return self._trace
 
     def catch_up(self) -> None:
@@ -55,12 +62,13 @@ class Recorder:
         raw, self._raw = self._raw, []
         # a note's start on the wall clock: its perf_counter() start on that clock now
         wall = time.time() - time.perf_counter()
+        full = self._snap is not None
         i, n = 0, len(raw)
         while i < n:
-            i = self.log.count_repetitions(raw, i)
+            i = self.log.count_repetitions(raw, i, states=full)
             if i < n:
-                key, parts, generation, start, duration = raw[i]
-                self._log(key, step_maker(parts, generation, duration, start + wall), duration)
+                key, duration, state, parts, generation, start = raw[i]
+                self._append(key, step_maker(parts, generation, duration, start + wall), duration, state)
                 i += 1
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
@@ -123,24 +131,53 @@ class Recorder:
         self._add(parts[0], parts[1], start)
 
     def _add(self, key: tuple, parts: tuple, start: float) -> None:
-        """A replay-loop decision (`parts`: kind, reason, function, node, parent). At "events"
-        with nobody listening it is only noted, and logged in batches (`catch_up`): a steady
-        loop pays a tuple per decision."""
+        """A replay-loop decision (`parts`: kind, reason, function, node, parent). With nobody
+        listening it is only noted, and logged in batches (`catch_up`), at "events", and at
+        "full" where the log would only count it (the next decision of its repeating block, in
+        the state that block's snapshot shows): a steady loop pays a tuple per decision, and
+        its state at "full"."""
         duration = time.perf_counter() - start
-        if self._snap is None and not self.listeners:
-            self._raw.append((key, parts, self.tree.generation, start, duration))
-            if len(self._raw) >= RAW_BATCH:
-                self.catch_up()
+        if self._snap is None:
+            if not self.listeners:
+                self._note((key, duration, None, parts, self.tree.generation, start))
+                return
+            state = None
         else:
-            self._log(key, step_maker(parts, self.tree.generation, duration, time.time() - duration), duration)
+            state = self._state()
+            expect = self._expect
+            if expect is not None and not self.listeners:
+                keys, states, at = expect
+                if keys[at] == key and state is not None and states[at] == state:
+                    expect[2] = (at + 1) % len(keys)
+                    self._note((key, duration, state, parts, self.tree.generation, start))
+                    return
+        self._log(key, step_maker(parts, self.tree.generation, duration, time.time() - duration), duration, state)
 
-    def _log(self, key: tuple, make: Callable[[], Step], duration: float) -> None:
+    def _note(self, note: tuple) -> None:
+        """A decision kept as a tuple (key, duration, state, parts, generation, start) until the
+        next catch-up."""
+        self._raw.append(note)
+        if len(self._raw) >= RAW_BATCH:
+            self.catch_up()
+
+    def _log(self, key: tuple, make: Callable[[], Step], duration: float, state: Any = _NOW) -> None:
+        """A decision logged as it is made, after the decisions noted before it. `state`: what
+        the tree showed when it was made (by default, now)."""
+        if self._raw:
+            self.catch_up()
+        self._append(key, make, duration, state)
+
+    def _append(self, key: tuple, make: Callable[[], Step], duration: float, state: Any = _NOW) -> None:
         """One decision into the log: its Step is made only if it is kept (a repetition of the
         block before it is only counted), its snapshot only if what it shows changed."""
-        if self._raw:  # the decisions noted before it come first
-            self.catch_up()
         snap = self._snap
-        shown = self.log.add(key, make, duration, state=None if snap is None else self._state(), snap=snap)
+        if snap is None:
+            state = None
+        elif state is _NOW:
+            state = self._state()
+        shown = self.log.add(key, make, duration, state=state, snap=snap)
+        if snap is not None:
+            self._expect = self.log.expected()
         if shown is not None:
             for listener in self.listeners:
                 listener(shown)
@@ -155,12 +192,14 @@ class Recorder:
         if tree.values:
             return None
         nodes = tree.nodes
-        if any(n.invalid for n in nodes):
-            live = tuple([0 if leaf.ref is None else 2 if i in n.invalid else leaf.ref.alive()
-                          for n in nodes for i, leaf in enumerate(n.leaves)])
-        else:
-            live = tuple([leaf.ref is not None and leaf.ref.alive() for n in nodes for leaf in n.leaves])
-        return None if tree.current is None else tree.current.id, tree.state, len(nodes), live
+        outputs, of = self._outputs
+        last = nodes[-1] if nodes else None
+        if of is not last:  # nodes came or went (ids never repeat: the last node tells)
+            outputs = tuple([(n, i, leaf) for n in nodes for i, leaf in enumerate(n.leaves)])
+            self._outputs = (outputs, last)
+        live = tuple([0 if leaf.ref is None else 2 if i in n.invalid else leaf.ref.alive() for n, i, leaf in outputs])
+        current = tree.current
+        return None if current is None else current.id, tree.state, len(nodes), live
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

@@ -123,26 +123,52 @@ class StepLog:
         block[-1].repeat += 1
         self.pending = []
 
-    def count_repetitions(self, notes: list[tuple], i: int) -> int:
-        """Count the whole repetitions of the last block that `notes[i:]` begin with (notes
-        are tuples whose first item is the decision's key and last its duration; no device,
-        no snapshot: trace level "events"); returns the index of the first note not counted."""
+    def count_repetitions(self, notes: list[tuple], i: int, states: bool = False) -> int:
+        """Count the whole repetitions of the last block that `notes[i:]` begin with; returns the
+        index of the first note not counted. A note is a tuple (key, duration, ...) of a decision
+        with no device. With `states` (trace level "full", where a producer notes only decisions
+        in the state their kept step's snapshot was taken in: see `expected`), the kept snapshots
+        are brought forward by the repetitions counted, as add() does one at a time."""
         steps = self.steps
         if self.pending or not steps or steps[-1].repeat == 1:
             return i
         end = steps[-1]
         k = end.span
         block, keys = steps[-k:], self.keys[-k:]
-        n = len(notes)
+        n, first = len(notes), i
         while i + k <= n:
             for j in range(k):
                 if notes[i + j][0] != keys[j]:
-                    return i
-            for j in range(k):
-                block[j].duration += notes[i + j][-1]
-            end.repeat += 1
-            i += k
+                    break
+            else:
+                for j in range(k):
+                    block[j].duration += notes[i + j][1]
+                end.repeat += 1
+                i += k
+                continue
+            break
+        if states and i > first:
+            replays, generations = self._repetition(block)
+            times = (i - first) // k
+            change = ({node: count * times for node, count in replays.items()}, generations * times)
+            for step in block:
+                if step.snapshot is not None:
+                    bring_forward(step.snapshot, change)
         return i
+
+    def expected(self) -> Optional[list]:
+        """Where a repetition of the last block stands, for a producer that notes the decisions
+        it would only count: [the block's keys, the states a decision must be in to take no
+        snapshot, the position of the next decision in the block]; None when no block repeats."""
+        steps = self.steps
+        if not steps or steps[-1].repeat == 1:
+            return None
+        k = steps[-1].span
+        states = self.states[-k:]
+        for j, (_, step, _, _, state, _) in enumerate(self.pending):
+            if isinstance(step, Step) and step.snapshot is not None:  # kept when its repetition completes
+                states[j] = state
+        return [self.keys[-k:], states, len(self.pending)]
 
     def _repetition(self, block: list[Step]) -> tuple[dict[int, int], int]:
         """`repetition(block)`, worked out once per block (a block's steps are fixed once it repeats)."""
