@@ -101,9 +101,9 @@ def missing_cuda_names() -> list[str]:
     return [need for need, name in FOUND.items() if name is None]
 
 
-def storage_use_count(storage_id: int) -> int:
-    """How many strong references the storage has (liveness of outputs the sim backend keeps)."""
-    return _C._storage_Use_Count(storage_id)
+# How many strong references a storage has (by its weak pointer): the liveness of outputs, asked
+# on the replay path (torch's own function, not a wrapper).
+storage_use_count = _C._storage_Use_Count
 
 
 def storage_id(storage: Any) -> int:

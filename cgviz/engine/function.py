@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
+from torch import Tensor, strided
 
 if TYPE_CHECKING:
     from cgviz.engine.tree import Tree
@@ -69,9 +70,14 @@ class TreeFunction:
 def signature_key(args: tuple) -> Optional[tuple]:
     """What must match for a graph to take these inputs: per tensor shape, stride, dtype,
     device and requires_grad. None when an input is not a strided tensor."""
+    if len(args) == 1:  # the usual call, on the replay path: no loop
+        a = args[0]
+        if not isinstance(a, Tensor) or a.layout is not strided:
+            return None
+        return ((a.shape, a.stride(), a.dtype, a.get_device(), a.requires_grad),)
     key = []
     for a in args:
-        if not isinstance(a, torch.Tensor) or a.layout is not torch.strided:
+        if not isinstance(a, Tensor) or a.layout is not strided:
             return None
         key.append((a.shape, a.stride(), a.dtype, a.get_device(), a.requires_grad))
     return tuple(key)

@@ -138,8 +138,11 @@ class Recorder:
         its state at "full"."""
         duration = time.perf_counter() - start
         if self._snap is None:
-            if not self.listeners:
-                self._note((key, duration, None, parts, self.tree.generation, start))
+            if not self.listeners:  # as _note does, without a call: the "events" replay loop pays least
+                raw = self._raw
+                raw.append((key, duration, None, parts, self.tree.generation, start))
+                if len(raw) >= RAW_BATCH:
+                    self.catch_up()
                 return
             state = None
         else:
