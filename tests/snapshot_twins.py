@@ -99,6 +99,7 @@ def tree_with_twin(monkeypatch, *args, **options) -> tuple:
     monkeypatch.setattr(tree_module, "Recorder", TwinRecorder)
     tree = cgviz.Tree(*args, **options)
     (made,) = TwinRecorder.made
+    TwinRecorder.made = []  # the caller holds it: the tree and its pool go with the test
     return tree, made
 
 
@@ -108,4 +109,5 @@ def scenario_with_twin(name: str, device: str, monkeypatch) -> tuple[list, list]
     monkeypatch.setattr(tree_module, "Recorder", TwinRecorder)
     steps = run_scenario(name, device, trace="full").tree.trace.steps
     (made,) = TwinRecorder.made
+    TwinRecorder.made = []  # the recorder holds its tree: let the tree and its pool go
     return steps, made.twin_steps()
