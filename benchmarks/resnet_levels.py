@@ -7,7 +7,8 @@
    step, with no observer and under `cgviz.observe_torch` at "events" and "full"; steady state
    only (the steps are timed after every graph is recorded).
 
-The variants run interleaved in each of R rounds in one process, so drift hits them alike. Each
+The variants run interleaved in each of R rounds in one process, so drift hits them alike, in an
+order that turns by one each round. Each
 figure: the median over rounds, with quartiles; each ratio: the median of the per-round ratios
 (a variant against its baseline in the same round) with their quartiles, which say how sure the
 ratio is. Prints one JSON object; `--out PATH` also writes it.
@@ -25,6 +26,13 @@ from typing import Callable
 
 import torch
 from _stats import emit, medians, paired, per_call_us
+
+
+def rotated(names: list[str], r: int) -> list[str]:
+    """The variants in round r's order: each starts a round in turn, so that none always runs
+    right after the same other one."""
+    k = r % len(names)
+    return names[k:] + names[:k]
 
 
 def summary(samples: dict[str, list[float]], ratios: dict[str, tuple[str, str]]) -> dict:
@@ -112,9 +120,9 @@ def main(argv: list[str]) -> int:
     with torch.no_grad():
         runs = inference_variants(model, x)
         samples: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(args.rounds):
-            for name, step in runs.items():
-                samples[name].append(per_call_us(step, args.calls))
+        for r in range(args.rounds):
+            for name in rotated(list(runs), r):
+                samples[name].append(per_call_us(runs[name], args.calls))
     result["inference_batch1_us_per_call"] = summary(samples, {
         f"cgviz_{lvl}_vs_copy_replay": (f"cgviz_{lvl}", "copy_replay") for lvl in (None, "events", "full")} | {
         "cgviz_None_vs_torch_trees": ("cgviz_None", "torch_trees"), "eager_vs_copy_replay": ("eager", "copy_replay")})
@@ -122,9 +130,9 @@ def main(argv: list[str]) -> int:
     trains, warm = training_variants(args.steps)
     warm()
     samples = {name: [] for name in trains}
-    for _ in range(args.rounds):
-        for name, run in trains.items():
-            samples[name].append(run())
+    for r in range(args.rounds):
+        for name in rotated(list(trains), r):
+            samples[name].append(trains[name]())
     result["training_ms_per_step"] = summary(samples, {
         "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
     result["training_steps_per_round"] = args.steps
