@@ -5,9 +5,7 @@
    None, "events" and "full".
 2. Training steps (forward, backward, SGD step) of `torch.compile(mode="reduce-overhead")`, ms per
    step, with no observer and under `cgviz.observe_torch` at "events" and "full"; steady state
-   only (the steps are timed after every graph is recorded). A round's steps are run in C chunks,
-   each variant's chunk in turn (an observation started for each), so that drift within a round
-   hits every variant alike.
+   only (the steps are timed after every graph is recorded).
 
 The variants run interleaved in each of R rounds in one process, so drift hits them alike, in an
 order that turns by one each round. Each
@@ -15,7 +13,7 @@ figure: the median over rounds, with quartiles; each ratio: the median of the pe
 (a variant against its baseline in the same round) with their quartiles, which say how sure the
 ratio is. Prints one JSON object; `--out PATH` also writes it.
 
-usage: python benchmarks/resnet_levels.py [--calls N] [--steps N] [--chunks C] [--rounds R] [--out PATH]
+usage: python benchmarks/resnet_levels.py [--calls N] [--steps N] [--rounds R] [--out PATH]
 """
 
 from __future__ import annotations
@@ -74,7 +72,7 @@ def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Cal
 
 
 def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None]]:
-    """Each variant times `steps` training steps (ms in all); the second value runs the warmups
+    """Each variant times `steps` training steps (ms per step); the second value runs the warmups
     and records."""
     import torchvision
 
@@ -96,10 +94,10 @@ def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Calla
 
     def observed(level):
         def run() -> float:
-            """ms of `steps` steps timed inside the observation (its start, end and first step aside)."""
+            """ms per step of `steps` steps timed inside the observation (its start and end aside)."""
             with cgviz.observe_torch(trace=level) if level else contextlib.nullcontext():
-                train(1)
-                return per_call_us(lambda: train(steps), 1) / 1000
+                train(2)
+                return per_call_us(lambda: train(steps), 1) / steps / 1000
         return run
 
     return {"no_observer": observed(None), "events": observed("events"), "full": observed("full")}, lambda: train(6)
@@ -108,8 +106,7 @@ def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Calla
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--chunks", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out")
     args = parser.parse_args(argv)
@@ -130,20 +127,15 @@ def main(argv: list[str]) -> int:
         f"cgviz_{lvl}_vs_copy_replay": (f"cgviz_{lvl}", "copy_replay") for lvl in (None, "events", "full")} | {
         "cgviz_None_vs_torch_trees": ("cgviz_None", "torch_trees"), "eager_vs_copy_replay": ("eager", "copy_replay")})
     result["inference_calls_per_round"] = args.calls
-    trains, warm = training_variants(args.steps // args.chunks)
+    trains, warm = training_variants(args.steps)
     warm()
     samples = {name: [] for name in trains}
     for r in range(args.rounds):
-        total = dict.fromkeys(trains, 0.0)
-        for c in range(args.chunks):  # short runs of each variant in turn: drift within a round hits all alike
-            for name in rotated(list(trains), r + c):
-                total[name] += trains[name]()
-        for name, ms in total.items():
-            samples[name].append(ms / (args.steps // args.chunks * args.chunks))
+        for name in rotated(list(trains), r):
+            samples[name].append(trains[name]())
     result["training_ms_per_step"] = summary(samples, {
         "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
-    result["training_steps_per_round"] = args.steps // args.chunks * args.chunks
-    result["training_chunks_per_round"] = args.chunks
+    result["training_steps_per_round"] = args.steps
     emit(result, args.out)
     return 0
 
