@@ -83,8 +83,6 @@ COMPRESS_ABOVE = 512 * 1024
 def render_page(data: dict, compress: Optional[bool] = None) -> str:
     """The standalone page around a payload: the explorer's style and module, inline; the
     payload as JSON, or gzipped (`compress`; default: above `COMPRESS_ABOVE` bytes)."""
-    from cgviz.views.tree.frames import EDGE_CSS
-
     # a gzipped payload's JSON is ASCII (other characters as \u escapes, a few bytes more once
     # gzipped): the browser decodes ASCII bytes several times faster than UTF-8, and parses a
     # one-byte string
@@ -100,8 +98,17 @@ def render_page(data: dict, compress: Optional[bool] = None) -> str:
         payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         kind, attrs = "application/json", ""
-    return asset("page.html").format(title=html.escape(data["title"]), css=asset("page.css") + EDGE_CSS,
+    return asset("page.html").format(title=html.escape(data["title"]), css=page_css(),
                                      payload=payload, payload_type=kind, payload_attrs=attrs, js=explorer_module())
+
+
+def page_css() -> str:
+    """The explorer's style sheet, for the page and the widget: the frame's colours (views/style.py),
+    page.css, and the tree's path edges."""
+    from cgviz.views.style import page_theme_css
+    from cgviz.views.tree.frames import EDGE_CSS
+
+    return page_theme_css() + asset("page.css") + EDGE_CSS
 
 
 #: The front end's files, in the order they make one module: the logic (no document: Node runs

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "TREE_STYLE",
     "css_variables",
+    "page_theme_css",
+    "PAGE_LIGHT",
+    "PAGE_DARK",
     "NODE_PALETTE",
     "node_color",
     "STEP_COLORS",
@@ -216,6 +219,12 @@ TREE_STYLE: dict[str, object] = {
 
 # --- the page -------------------------------------------------------------------------
 
+POOL_LINE = "#adb5bd"  # the pool's bars and swatches, and a free block's edge, on the page
+BLOCK_SEAM = "#343a40"  # the thin edge of a block in use on the page's pool bars
+HATCH_INK = "#000000"  # input and unowned blocks' hatching on the page (darkened at 35–40 %)
+ON_COLOR = "#ffffff"  # text on a coloured fill: the run button, a pool block
+
+
 def css_variables() -> str:
     """The palette as CSS custom properties, for the explorer's page and widget (light; the
     page's dark themes invert pictures and keep these hues)."""
@@ -223,6 +232,43 @@ def css_variables() -> str:
         "--live": TREE_STYLE["live"], "--dead": TREE_STYLE["dead"], "--invalid": TREE_STYLE["invalid"],
         "--selected": TREE_STYLE["selected_border"], "--free": FREE_COLOR, "--unowned": UNOWNED_COLOR,
         "--picture-text": TEXT_COLOR, "--picture-muted": MUTED_TEXT, "--highlight": HIGHLIGHT_EDGE,
+        "--paper": TREE_STYLE["background"], "--pool-line": POOL_LINE, "--block-seam": BLOCK_SEAM,
+        "--hatch": HATCH_INK, "--on-color": ON_COLOR,
     }
     props.update({f"--k-{kind}": color for kind, color in STEP_COLORS.items()})
     return ";".join(f"{k}:{v}" for k, v in props.items())
+
+
+# --- the page's frame around the pictures ---------------------------------------------------
+
+#: The page's own colours (text, lines, panels, banners), light. Those JupyterLab's themes set
+#: follow them (PAGE_JUPYTER names its variable for each); the values here stand in elsewhere.
+PAGE_LIGHT: dict[str, str] = {
+    "fg": "#1f2933", "muted": "#52606d", "line": "#d9dee4", "bg": "#f6f7f9", "panel": "#ffffff",
+    "hover": "#f3f6f9", "warn": "#b45309", "picture-bg": "#ffffff", "banner-bg": "#fff4e6",
+    "banner-line": "#f0b37e", "banner-fg": "#7c2d12", "current-ring": "#f5b07a", "no-kind": "#888888",
+}
+PAGE_JUPYTER: dict[str, str] = {
+    "fg": "--jp-content-font-color1", "muted": "--jp-content-font-color2", "line": "--jp-border-color2",
+    "bg": "--jp-layout-color2", "panel": "--jp-layout-color0", "hover": "--jp-layout-color2",
+}
+#: Dark (`.cg-dark`: the exported page in a dark colour scheme, marimo's dark theme). In
+#: JupyterLab's and VS Code's dark themes their variables give the colours PAGE_JUPYTER names.
+PAGE_DARK: dict[str, str] = {
+    "fg": "#e4e7eb", "muted": "#9aa5b1", "line": "#3e4c59", "bg": "#111418", "panel": "#1b1f24",
+    "hover": "#262b31", "picture-bg": "#1f1f1f", "banner-bg": "#3b2a1a", "banner-line": "#8a5a2b",
+    "banner-fg": "#f5c9a0", "err": "#f87171", "warn": "#f5a25d",
+}
+#: The selectors of a dark page: the front end's own, and JupyterLab's and VS Code's dark themes.
+DARK_PAGE = ".cgviz.cg-dark"
+DARK_HOSTS = 'body[data-jp-theme-light="false"] .cgviz,body.vscode-dark .cgviz'
+
+
+def page_theme_css() -> str:
+    """The page's frame colours as CSS custom properties of `.cgviz` (page.css reads them and
+    names no colour itself): light, following JupyterLab's theme where it sets one; dark."""
+    light = [f"--{k}:var({PAGE_JUPYTER[k]},{v})" if k in PAGE_JUPYTER else f"--{k}:{v}" for k, v in PAGE_LIGHT.items()]
+    light += [f"--accent:var(--selected,{TREE_STYLE['selected_border']})", f"--err:var(--invalid,{TREE_STYLE['invalid']})"]
+    hosts = [f"--{k}:{v}" for k, v in PAGE_DARK.items() if k not in PAGE_JUPYTER]
+    dark = [f"--{k}:{v}" for k, v in PAGE_DARK.items()]
+    return f".cgviz{{{';'.join(light)}}}{DARK_HOSTS}{{{';'.join(hosts)}}}{DARK_PAGE}{{{';'.join(dark)}}}"

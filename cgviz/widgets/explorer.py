@@ -22,8 +22,7 @@ import anywidget
 import traitlets
 
 from cgviz.trace.model import Step, Trace
-from cgviz.views.html import asset, explorer_module
-from cgviz.views.tree.frames import EDGE_CSS
+from cgviz.views.html import explorer_module, page_css
 from cgviz.views.page_data import PageData
 from cgviz.views.static_view import STILL_CLASS, static_html
 
@@ -76,7 +75,7 @@ class Explorer(anywidget.AnyWidget):
     (seconds); what arrived last is sent when the cell ends."""
 
     _esm = explorer_module()
-    _css = asset("page.css") + EDGE_CSS
+    _css = page_css()
     step = traitlets.Int(0).tag(sync=True)
     selected = traitlets.Int(None, allow_none=True).tag(sync=True)
     _head = traitlets.Dict().tag(sync=True)
