@@ -49,15 +49,13 @@ class TreeSnapshots:
     def shown_nodes(self, manager: Any, live: dict[int, Any]) -> list:
         """The nodes a snapshot of `manager` shows: its recorded graphs, and the warmup nodes of
         its device that are still alive."""
-        seen: list[Any] = []
-        stack = list(layout.roots(manager))
-        while stack:
-            node = stack.pop(0)
-            seen.append(node)
-            stack.extend(layout.node_children(node))
+        seen: list[Any] = list(layout.roots(manager))
+        for node in seen:  # breadth first: the list grows as it is walked
+            seen.extend(layout.node_children(node))
         device = self.devices.get(id(manager))
+        ids = {id(node) for node in seen}
         for node in live.values():
-            if layout.is_warmup(node) and node not in seen and layout.node_device(node) == device:
+            if layout.is_warmup(node) and id(node) not in ids and layout.node_device(node) == device:
                 seen.append(node)
         return seen
 
