@@ -1,7 +1,8 @@
 """Turns the tree's decisions into Trace steps and snapshots, at the level asked for.
 
 Level None records nothing (the replay path pays one attribute test); "events" records
-steps; "full" adds a Snapshot after each step. Repeated work is stored once (trace/fold.py),
+steps; "full" adds what the tree looks like after each step (a Snapshot, taken only when what it
+shows changed). Repeated work is stored once (trace/fold.py),
 so a replay loop of any length stays a few steps long; pool blocks are named after their
 owners by trace/ownership.py.
 """
@@ -45,7 +46,7 @@ class Recorder:
         # at "full": where the log's repeating block stands (StepLog.expected), kept up to date as
         # decisions are noted; None when no block repeats
         self._expect: Optional[list] = None
-        self._outputs: tuple = ((), None)  # (every node's outputs as (node, index, leaf), the nodes they are of)
+        self._outputs: tuple = ((), None)  # (every node's outputs as (node, index, leaf), the last node then)
 
     @property
     def trace(self) -> Trace:
@@ -70,6 +71,8 @@ class Recorder:
                 key, duration, state, parts, generation, start = raw[i]
                 self._append(key, step_maker(parts, generation, duration, start + wall), duration, state)
                 i += 1
+        if full:
+            self._expect = self.log.expected()
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
         """Call `fn(step)` after each recorded step (a fold passes the block's last step, once
