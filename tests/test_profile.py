@@ -14,6 +14,7 @@ from cgviz._torch.kernels import graph_nodes, kernel_counts
 from cgviz.engine.profile import value_summary
 from cgviz.trace.model import Step, Trace
 from cgviz.views.page_data import page_data
+from cgviz.trace.profile import profile_entries
 from cgviz.views.text import kernel_label, time_line, value_text
 
 DOT = Path(__file__).parent / "data" / "cuda_graph_debug.dot"
@@ -85,7 +86,9 @@ def test_a_profile_times_every_replay_and_the_eager_runs_apart_from_the_first():
     assert graphs[0]["replays_timed"] == tree.trace.counts()["execute"] == 4
     assert isinstance(graphs[0]["replay_us"], float) and graphs[0]["replay_us"] >= 0 and graphs[0]["clock"].startswith("CPU wall clock")
     assert graphs[0]["eager_is_first_call"] is True  # only the first call ran eagerly
-    assert "sim, not a GPU" in time_line(graphs[0]) and "×" not in time_line(graphs[0])
+    (entry,) = [e for e in profile_entries(tree.trace.meta) if e.kind == "graph"]
+    assert (entry.replay_us, entry.eager_is_first_call, entry.measured) == (graphs[0]["replay_us"], True, False)
+    assert "sim, not a GPU" in time_line(entry) and "×" not in time_line(entry)
 
 
 def test_no_profile_unless_asked_below_full():
@@ -148,7 +151,9 @@ def test_the_page_shows_times_kernels_and_values():
     data = page_data(Trace(steps=tree.trace.steps, meta=meta))
     graph = next(k for k, v in meta["profile"].items() if v["kind"] == "graph")
     assert data["profile"][graph]["kernels"] == [[kernel_label(PROFILER_KERNELS[2]), 3, PROFILER_KERNELS[2]]]
-    assert data["profile"][graph]["time"] == time_line(meta["profile"][graph])
+    entry = next(e for e in profile_entries(meta) if e.node == graph)
+    assert entry.kernels == ((PROFILER_KERNELS[2], 3),)
+    assert data["profile"][graph]["time"] == time_line(entry)
     assert "profile" not in dict(data["header"]["meta"])
     rows = [o for n in data["nodes"] for o in n[8]]
     assert any(r[7].startswith("[") and "max" in r[7] for r in rows)
@@ -178,3 +183,23 @@ def test_the_shipped_gpu_traces_carry_kernels_and_times(name):
     assert timed and all(e["replay_us"] > 0 for e in timed)
     data = page_data(trace)
     assert any(p["kernels"] and "replay" in p["time"] for p in data["profile"].values())
+
+
+def test_the_profile_is_read_as_typed_entries_and_its_table_reads_alike():
+    """Every view reads `meta["profile"]` through profile_entries; time_line also takes the
+    table's own entries, as a notebook reads them."""
+    import cgviz.data
+
+    trace = cgviz.data.gpu_trace("chain")
+    entries = profile_entries(trace.meta)
+    assert [e.node for e in entries] == list(trace.meta["profile"])
+    for entry in entries:
+        raw = trace.meta["profile"][entry.node]
+        assert (entry.function, entry.kind, entry.replay_us, entry.eager_us) == \
+            (raw["function"], raw["kind"], raw.get("replay_us"), raw.get("eager_us"))
+        assert entry.kernels == tuple((name, count) for name, count in raw.get("kernels") or ())
+        assert entry.measured == (raw["clock"] == "CUDA events")
+        assert time_line(entry) == time_line(raw)
+    assert any(e.measured and e.kernels for e in entries)  # a GPU trace: CUDA-event times and kernels
+    assert profile_entries({}) == profile_entries({"profile": None}) == []
+    assert [e.node for e in profile_entries({"profile": {"1": {"kind": "graph"}, "2": "not an entry"}})] == ["1"]

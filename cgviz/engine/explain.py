@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cgviz.engine.node import Node, hexaddr
+from cgviz.trace.profile import ProfileEntry, profile_entries
 from cgviz.trace.words import kernel_summary, time_line
 
 if TYPE_CHECKING:
@@ -52,15 +53,15 @@ def render_tree(tree: "Tree") -> str:
     return "\n".join(out)
 
 
-def _profile_lines(profile: dict) -> list[str]:
+def _profile_lines(entries: list[ProfileEntry]) -> list[str]:
     """Each recorded graph's times and kernels (Tree(profile=True))."""
     out = []
-    for node_id, entry in profile.items():
-        if entry.get("kind") != "graph":
+    for entry in entries:
+        if entry.kind != "graph":
             continue
-        parts = [p for p in (time_line(entry), kernel_summary(entry["kernels"]) if entry.get("kernels") else "") if p]
+        parts = [p for p in (time_line(entry), kernel_summary(entry.kernels) if entry.kernels else "") if p]
         if parts:
-            out.append(f"  node {node_id} {entry.get('function')}: " + " · ".join(parts))
+            out.append(f"  node {entry.node} {entry.function}: " + " · ".join(parts))
     return ["profile:"] + out if out else []
 
 
@@ -84,7 +85,7 @@ def explain(tree: "Tree") -> str:
     for why in eager:
         lines.append(f"eager: {why}")
     lines.append(render_tree(tree))
-    lines += _profile_lines(tree.trace.meta.get("profile") or {})
+    lines += _profile_lines(profile_entries(tree.trace.meta))
     steps = tree.trace.steps[-LAST_STEPS:]
     if steps:
         lines.append("last decisions:")

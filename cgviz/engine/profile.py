@@ -22,6 +22,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Optional
 
+from cgviz.trace.profile import CUDA_EVENTS
+
 if TYPE_CHECKING:
     from cgviz.engine.node import Node
 
@@ -52,7 +54,7 @@ class WallTimer:
 class CudaTimer:
     """CUDA events on the device's current stream; events are reused once read."""
 
-    clock = "CUDA events"
+    clock = CUDA_EVENTS
 
     def __init__(self, device: Any) -> None:
         self.device = device

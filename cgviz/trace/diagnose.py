@@ -18,7 +18,7 @@ from cgviz.trace.diagnose_calls import coverage, eager_fallbacks, pending_backwa
 from cgviz.trace.diagnose_compile import (
     before_observing, compile_skips, graph_breaks, graphs_told_apart, partitions, shapes,
 )
-from cgviz.trace.diagnose_costs import pool_usage, replay_times, timed_graphs
+from cgviz.trace.diagnose_costs import pool_usage, replay_times
 from cgviz.trace.diagnose_graphs import graph_findings
 from cgviz.trace.diagnose_outputs import overwritten_outputs
 from cgviz.trace.findings import SEVERITIES, Diagnosis, Finding, finding_record
@@ -31,7 +31,7 @@ from cgviz.trace.reasons import (
 __all__ = [
     "BEFORE_OBSERVING", "GRAPH_BREAK", "OBSERVE_FIRST_CALL", "PARTITIONED", "SEVERITIES", "SILENT", "SKIPPED",
     "Diagnosis", "Finding", "diagnose", "diagnose_any", "finding_record", "fix_for", "graph_name", "stack_frames",
-    "timed_graphs", "torch_skip", "user_source",
+    "torch_skip", "user_source",
 ]
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
 
 from cgviz.trace.findings import Finding
 from cgviz.trace.model import Snapshot, Step, Trace
+from cgviz.trace.profile import profile_entries, timed_graphs
 from cgviz.trace.units import format_bytes, format_us
 
 
@@ -40,30 +40,21 @@ def _owner_bytes(snap: Snapshot) -> Counter:
     return owners
 
 
-def timed_graphs(profile: Any) -> dict[str, list[dict]]:
-    """The recorded graphs of a profile (`trace.meta["profile"]`) that have a replay time, by function."""
-    out: dict[str, list[dict]] = {}
-    for entry in (profile.values() if isinstance(profile, dict) else ()):
-        if isinstance(entry, dict) and entry.get("kind") == "graph" and entry.get("replay_us") is not None:
-            out.setdefault(str(entry.get("function")), []).append(entry)
-    return out
-
-
 def replay_times(steps: list[Step], meta: dict) -> list[Finding]:
     """Per function, from a profile (Tree(profile=True)): what a replay costs on the device
     against an eager run of the same function, and against the whole call on the host (the
     tree's own checks and the launch), where that is large."""
     out = []
-    for fn, entries in timed_graphs(meta.get("profile")).items():
-        replay = statistics.median(e["replay_us"] for e in entries)
-        eager_entries = [e for e in entries if e.get("eager_us") is not None and not e.get("eager_is_first_call")]
-        eager = statistics.median(e["eager_us"] for e in eager_entries) if eager_entries else None
+    for fn, entries in timed_graphs(profile_entries(meta)).items():
+        replay = statistics.median(e.replay_us for e in entries)
+        eager_entries = [e for e in entries if e.eager_us is not None and not e.eager_is_first_call]
+        eager = statistics.median(e.eager_us for e in eager_entries) if eager_entries else None
         host = [s.duration / max(s.repeat, 1) * 1e6 for s in steps if s.kind == "execute" and s.function == fn]
         call = statistics.median(host) if host else None
         numbers = {"replay_us": round(replay, 3), "eager_us": eager, "call_us": None if call is None else round(call, 3),
-                   "clock": entries[0].get("clock")}
+                   "clock": entries[0].clock}
         evidence = [s.index for s in steps if s.kind == "execute" and s.function == fn][:1]
-        sim = "" if entries[0].get("clock") == "CUDA events" else " (sim: CPU wall clock, not a GPU)"
+        sim = "" if entries[0].measured else " (sim: CPU wall clock, not a GPU)"
         if eager is not None:
             ratio = eager / replay if replay > 0 else float("inf")
             numbers["speedup"] = round(ratio, 2)

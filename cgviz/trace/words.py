@@ -5,8 +5,9 @@ sentences cgviz shows people."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
+from cgviz.trace.profile import ProfileEntry, profile_entry
 from cgviz.trace.units import format_us, plural
 
 if TYPE_CHECKING:
@@ -38,11 +39,15 @@ def headline(step: "Step") -> str:
     return text
 
 
-def time_line(entry: dict) -> str:
-    """A node's times: '41 µs replay vs 180 µs eager: 4.4×' (`trace.meta["profile"]` entry)."""
-    replay, eager = entry.get("replay_us"), entry.get("eager_us")
-    first = " (its first call, with one-time setup)" if entry.get("eager_is_first_call") else ""
-    measured = entry.get("clock") == "CUDA events"
+def time_line(entry: ProfileEntry | Mapping[str, Any]) -> str:
+    """A node's times: '41 µs replay vs 180 µs eager: 4.4×'. `entry`: an entry of the trace's
+    profile, typed (`cgviz.trace.profile.profile_entries`) or as the table keeps it
+    (`trace.meta["profile"][node]`)."""
+    if not isinstance(entry, ProfileEntry):
+        entry = profile_entry("", entry)
+    replay, eager = entry.replay_us, entry.eager_us
+    first = " (its first call, with one-time setup)" if entry.eager_is_first_call else ""
+    measured = entry.measured
     sim = "" if measured else " · CPU wall clock: sim, not a GPU"
     if replay is not None and eager is not None:
         # a ratio of CPU times is no speed-up: only CUDA-event times on a GPU get one
@@ -51,7 +56,7 @@ def time_line(entry: dict) -> str:
     elif replay is not None:
         text = f"{format_us(replay)} replay (no eager run timed)"
     elif eager is not None:
-        text = f"{format_us(eager)} eager{first}" + ("; not replayed yet" if entry.get("kind") == "graph" else "")
+        text = f"{format_us(eager)} eager{first}" + ("; not replayed yet" if entry.kind == "graph" else "")
     else:
         return ""
     return text + sim

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 from cgviz.trace.diagnose import SEVERITIES, diagnose
 from cgviz.trace.lanes import tree_keys, tree_of
 from cgviz.trace.model import GRAPH_STEP_KINDS
+from cgviz.trace.profile import profile_entries
 from cgviz.views.graph_list import graph_list_html
 from cgviz.views.text import (
     GRAPH_STEP_NOTE, GRAPHS_ONLY, REPEATS_NOTE, format_bytes, generation_banner, kernel_label, output_row, path_line,
@@ -377,13 +378,10 @@ class PageData:
         """Per node id: its times in words and its graph's kernels (`payload.KERNEL`) from
         ``trace.meta["profile"]`` (`Tree(profile=True)`)."""
         out = {}
-        for node_id, entry in (self.trace.meta.get("profile") or {}).items():
-            if not isinstance(entry, dict):
-                continue
-            kernels = entry.get("kernels") or []
-            out[str(node_id)] = {"time": time_line(entry),
-                                 "kernels": [KERNEL.pack(label=kernel_label(str(name)), count=count, name=str(name))
-                                             for name, count in kernels]}
+        for entry in profile_entries(self.trace.meta):
+            out[entry.node] = {"time": time_line(entry),
+                               "kernels": [KERNEL.pack(label=kernel_label(name), count=count, name=name)
+                                           for name, count in entry.kernels]}
         return out
 
     def _findings(self) -> list[dict]:

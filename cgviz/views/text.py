@@ -138,7 +138,7 @@ def cell_summary(activity: Any) -> list[str]:
         lines.append(f"  now: generation {now.generation} · state {now.state} · path {path} · "
                      f"{plural(len(now.nodes), 'node')}")
     if activity.new_trace is not None and activity.new:
-        lines += time_lines(activity.trace.meta.get("profile"), {s.function for s in activity.new_trace.steps})
+        lines += time_lines(activity.trace.meta, {s.function for s in activity.new_trace.steps})
         lines.append(findings_line(activity.new_trace, "%cgviz doctor" if now is not None else "%cgviz doctor torch"))
     return [wrapped for line in lines for wrapped in wrap(line)]
 
@@ -174,17 +174,18 @@ def step_lines(steps: Iterable["Step"]) -> list[str]:
 
 
 # -- what a node costs and holds (the profile) ---------------------------------------------------------
-def time_lines(profile: Optional[dict], functions: set) -> list[str]:
+def time_lines(meta: dict, functions: set) -> list[str]:
     """The summary's time lines: per function of `functions`, its recorded graphs' median
     replay time against its eager time (`Tree(profile=True)`)."""
+    import dataclasses
     import statistics
 
-    from cgviz.trace.diagnose import timed_graphs
+    from cgviz.trace.profile import profile_entries, timed_graphs
 
     out = []
-    for fn, timed in timed_graphs(profile).items():
+    for fn, timed in timed_graphs(profile_entries(meta)).items():
         if fn in functions:
-            best = dict(timed[0], replay_us=statistics.median(e["replay_us"] for e in timed))
+            best = dataclasses.replace(timed[0], replay_us=statistics.median(e.replay_us for e in timed))
             out.append(f"  time: {fn} {time_line(best)}")
     return out
 
