@@ -112,36 +112,47 @@ def _world_step(kind: str, node: int) -> Step:
     return Step(index=0, kind=kind, reason=f"{kind} {node}", generation=1, node=node if kind == "execute" else None)
 
 
+class _World:
+    """A made-up producer's world: nodes whose replay counts rise at each execute, a generation
+    that rises at each generation step, and a `shown` value that a snapshot shows (the test
+    changes it between decisions, as an output dying). `decisions`: random loops, each block
+    repeated a number of times drawn from `repeats`."""
+
+    def __init__(self, seed: int, repeats: tuple[int, int]) -> None:
+        self.rng = rng = random.Random(seed)
+        self.replays = {n: 0 for n in range(3)}
+        self.shown, self.generation = 0, 1
+        self.decisions = []
+        for _ in range(rng.randint(1, 8)):
+            pattern = [(rng.choice(["execute", "path_end", "generation"]), rng.randrange(3))
+                       for _ in range(rng.randint(1, 4))]
+            self.decisions += pattern * rng.randint(*repeats) + [("execute", rng.randrange(3))] * rng.randint(0, 2)
+
+    def snap(self) -> Snapshot:
+        views = [NodeView(n, "f", "graph", None, [], 1, r, []) for n, r in self.replays.items()]
+        return Snapshot(views, None, [self.shown], "execution", self.generation)
+
+    def decide(self, kind: str, node: int) -> None:
+        if kind == "execute":
+            self.replays[node] += 1
+        elif kind == "generation":
+            self.generation += 1
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_per_change_snapshots_equal_per_decision_ones_on_random_loops(seed):
-    """A made-up producer: nodes whose replay counts rise at each execute, a generation that
-    rises at each generation step, and a `shown` value that a snapshot shows and that sometimes
-    changes between decisions (an output dying)."""
-    rng = random.Random(seed)
-    replays = {n: 0 for n in range(3)}
-    world = {"shown": 0, "generation": 1}
-
-    def snap() -> Snapshot:
-        views = [NodeView(n, "f", "graph", None, [], 1, r, []) for n, r in replays.items()]
-        return Snapshot(views, None, [world["shown"]], "execution", world["generation"])
-
+    """A made-up producer (`_World`) whose `shown` value sometimes changes between decisions."""
+    world = _World(seed, (1, 6))
+    rng = world.rng
     lazy_steps: list = []
     lazy, eager = StepLog(lazy_steps), StepLog([])
-    decisions = []
-    for _ in range(rng.randint(1, 8)):
-        pattern = [(rng.choice(["execute", "path_end", "generation"]), rng.randrange(3))
-                   for _ in range(rng.randint(1, 4))]
-        decisions += pattern * rng.randint(1, 6) + [("execute", rng.randrange(3))] * rng.randint(0, 2)
-    for kind, node in decisions:
+    for kind, node in world.decisions:
         if rng.random() < 0.1:
-            world["shown"] += 1
-        if kind == "execute":
-            replays[node] += 1
-        elif kind == "generation":
-            world["generation"] += 1
+            world.shown += 1
+        world.decide(kind, node)
         key = (kind, node)
-        eager.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, snap=snap)
-        lazy.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, state=world["shown"], snap=snap)
+        eager.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, snap=world.snap)
+        lazy.add(key, lambda k=kind, n=node: _world_step(k, n), 1.0, state=world.shown, snap=world.snap)
         if rng.random() < 0.05:  # read half way through a repetition
             lazy.flush()
             eager.flush()
@@ -172,7 +183,7 @@ class _NotingProducer:
     def catch_up(self) -> None:
         notes, self.notes, i = self.notes, [], 0
         while i < len(notes):
-            i = self.log.count_repetitions(notes, i, states=True)
+            i = self.log.count_repetitions(notes, i)
             if i < len(notes):
                 key, duration, state, make = notes[i]
                 self.log.add(key, make, duration, state=state, snap=self.snap)
@@ -185,30 +196,16 @@ def test_noted_decisions_logged_in_batches_equal_a_snapshot_per_decision(seed):
     """The made-up producer of the test above, noting what its log would only count: whatever
     the batches, the steps are those of a snapshot taken at every decision. A noted decision
     that needed a snapshot would take it late, at the catch-up, and differ."""
-    rng = random.Random(seed)
-    replays = {n: 0 for n in range(3)}
-    world = {"shown": 0, "generation": 1}
-
-    def snap() -> Snapshot:
-        views = [NodeView(n, "f", "graph", None, [], 1, r, []) for n, r in replays.items()]
-        return Snapshot(views, None, [world["shown"]], "execution", world["generation"])
-
-    noting, eager = _NotingProducer(snap), StepLog([])
-    decisions = []
-    for _ in range(rng.randint(1, 8)):
-        pattern = [(rng.choice(["execute", "path_end", "generation"]), rng.randrange(3))
-                   for _ in range(rng.randint(1, 4))]
-        decisions += pattern * rng.randint(2, 12) + [("execute", rng.randrange(3))] * rng.randint(0, 2)
-    for kind, node in decisions:
+    world = _World(seed, (2, 12))
+    rng = world.rng
+    noting, eager = _NotingProducer(world.snap), StepLog([])
+    for kind, node in world.decisions:
         if rng.random() < 0.15:  # what a snapshot shows changes, and sometimes changes back
-            world["shown"] = rng.randrange(3)
-        if kind == "execute":
-            replays[node] += 1
-        elif kind == "generation":
-            world["generation"] += 1
+            world.shown = rng.randrange(3)
+        world.decide(kind, node)
         make = lambda k=kind, n=node: _world_step(k, n)  # noqa: E731
-        eager.add((kind, node), make, 1.0, snap=snap)
-        noting.decide((kind, node), make, world["shown"])
+        eager.add((kind, node), make, 1.0, snap=world.snap)
+        noting.decide((kind, node), make, world.shown)
         if rng.random() < 0.1:
             noting.catch_up()
         if rng.random() < 0.03:  # read half way through a repetition

@@ -70,11 +70,6 @@ class TreeFunction:
 def signature_key(args: tuple) -> Optional[tuple]:
     """What must match for a graph to take these inputs: per tensor shape, stride, dtype,
     device and requires_grad. None when an input is not a strided tensor."""
-    if len(args) == 1:  # the usual call, on the replay path: no loop
-        a = args[0]
-        if not isinstance(a, Tensor) or a.layout is not strided:
-            return None
-        return ((a.shape, a.stride(), a.dtype, a.get_device(), a.requires_grad),)
     key = []
     for a in args:
         if not isinstance(a, Tensor) or a.layout is not strided:

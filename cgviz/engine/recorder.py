@@ -63,16 +63,14 @@ class Recorder:
         raw, self._raw = self._raw, []
         # a note's start on the wall clock: its perf_counter() start on that clock now
         wall = time.time() - time.perf_counter()
-        full = self._snap is not None
         i, n = 0, len(raw)
         while i < n:
-            i = self.log.count_repetitions(raw, i, states=full)
+            i = self.log.count_repetitions(raw, i)
             if i < n:
                 key, duration, state, parts, generation, start = raw[i]
                 self._append(key, step_maker(parts, generation, duration, start + wall), duration, state)
                 i += 1
-        if full:
-            self._expect = self.log.expected()
+        self._expect = self.log.expected()
 
     def subscribe(self, fn: Callable[[Step], None]) -> Callable[[], None]:
         """Call `fn(step)` after each recorded step (a fold passes the block's last step, once
@@ -141,11 +139,8 @@ class Recorder:
         its state at "full"."""
         duration = time.perf_counter() - start
         if self._snap is None:
-            if not self.listeners:  # as _note does, without a call: the "events" replay loop pays least
-                raw = self._raw
-                raw.append((key, duration, None, parts, self.tree.generation, start))
-                if len(raw) >= RAW_BATCH:
-                    self.catch_up()
+            if not self.listeners:
+                self._note((key, duration, None, parts, self.tree.generation, start))
                 return
             state = None
         else:

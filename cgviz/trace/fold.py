@@ -52,9 +52,9 @@ def bring_forward(snapshot: Snapshot, change: tuple[dict[int, int], int]) -> Non
 def brought_forward(snapshot: Snapshot, change: tuple[dict[int, int], int]) -> Snapshot:
     """`bring_forward` on a copy, with views of its own (a view is never shared by two
     snapshots: `bring_forward` changes views in place)."""
-    replays, generations = change
-    nodes = [dataclasses.replace(v, replays=v.replays + replays.get(v.id, 0)) for v in snapshot.nodes]
-    return dataclasses.replace(snapshot, nodes=nodes, generation=snapshot.generation + generations)
+    copy = dataclasses.replace(snapshot, nodes=[dataclasses.replace(v) for v in snapshot.nodes])
+    bring_forward(copy, change)
+    return copy
 
 
 class StepLog:
@@ -123,12 +123,12 @@ class StepLog:
         block[-1].repeat += 1
         self.pending = []
 
-    def count_repetitions(self, notes: list[tuple], i: int, states: bool = False) -> int:
+    def count_repetitions(self, notes: list[tuple], i: int) -> int:
         """Count the whole repetitions of the last block that `notes[i:]` begin with; returns the
         index of the first note not counted. A note is a tuple (key, duration, ...) of a decision
-        with no device. With `states` (trace level "full", where a producer notes only decisions
-        in the state their kept step's snapshot was taken in: see `expected`), the kept snapshots
-        are brought forward by the repetitions counted, as add() does one at a time."""
+        with no device. The block's snapshots (trace level "full", where a producer notes only
+        decisions in the state their kept step's snapshot was taken in: see `expected`) are
+        brought forward by the repetitions counted, as add() does one at a time."""
         steps = self.steps
         if self.pending or not steps or steps[-1].repeat == 1:
             return i
@@ -147,13 +147,13 @@ class StepLog:
                 i += k
                 continue
             break
-        if states and i > first:
+        kept = [step.snapshot for step in block if step.snapshot is not None]
+        if kept and i > first:
             replays, generations = self._repetition(block)
             times = (i - first) // k
             change = ({node: count * times for node, count in replays.items()}, generations * times)
-            for step in block:
-                if step.snapshot is not None:
-                    bring_forward(step.snapshot, change)
+            for snapshot in kept:
+                bring_forward(snapshot, change)
         return i
 
     def expected(self) -> Optional[list]:

@@ -123,6 +123,7 @@ EDGE_COLOR = "#ffffff"  # thin white seams between neighbouring blocks
 HIGHLIGHT_EDGE = "#111111"
 TEXT_COLOR = "#1f2933"
 MUTED_TEXT = "#52606d"
+ON_COLOR = "#ffffff"  # text on a dark coloured fill: a pool block, the page's run button
 
 #: What a pool block can be, in legend order.
 BLOCK_CATEGORIES: dict[str, str] = {
@@ -172,7 +173,7 @@ def text_color_on(hex_color: str) -> str:
 
     lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
     # contrast against white (1.05) vs against near-black text (~0.03)
-    return "#ffffff" if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.06) else TEXT_COLOR
+    return ON_COLOR if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.06) else TEXT_COLOR
 
 
 # --- the tree -------------------------------------------------------------------------
@@ -222,7 +223,6 @@ TREE_STYLE: dict[str, object] = {
 POOL_LINE = "#adb5bd"  # the pool's bars and swatches, and a free block's edge, on the page
 BLOCK_SEAM = "#343a40"  # the thin edge of a block in use on the page's pool bars
 HATCH_INK = "#000000"  # input and unowned blocks' hatching on the page (darkened at 35–40 %)
-ON_COLOR = "#ffffff"  # text on a coloured fill: the run button, a pool block
 
 
 def css_variables() -> str:
@@ -244,8 +244,8 @@ def css_variables() -> str:
 #: The page's own colours (text, lines, panels, banners), light. Those JupyterLab's themes set
 #: follow them (PAGE_JUPYTER names its variable for each); the values here stand in elsewhere.
 PAGE_LIGHT: dict[str, str] = {
-    "fg": "#1f2933", "muted": "#52606d", "line": "#d9dee4", "bg": "#f6f7f9", "panel": "#ffffff",
-    "hover": "#f3f6f9", "warn": "#b45309", "picture-bg": "#ffffff", "banner-bg": "#fff4e6",
+    "fg": TEXT_COLOR, "muted": MUTED_TEXT, "line": "#d9dee4", "bg": "#f6f7f9", "panel": "#ffffff",
+    "hover": "#f3f6f9", "warn": "#b45309", "picture-bg": str(TREE_STYLE["background"]), "banner-bg": "#fff4e6",
     "banner-line": "#f0b37e", "banner-fg": "#7c2d12", "current-ring": "#f5b07a", "no-kind": "#888888",
 }
 PAGE_JUPYTER: dict[str, str] = {
