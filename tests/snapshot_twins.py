@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import types
 
 import cgviz
 from cgviz.engine import recorder
@@ -70,7 +71,7 @@ class TwinRecorder(recorder.Recorder):
 
     def _note(self, note: tuple) -> None:
         key, duration, _state, parts, generation, start = note
-        self._twin(key, recorder.step_maker(parts, generation, duration, time.time() - duration), duration)
+        self._twin(key, recorder.step_maker(parts, generation, duration, recorder.time.time() - duration), duration)
         super()._note(note)
 
     def _log(self, key, make, duration, state=recorder._NOW) -> None:
@@ -83,20 +84,31 @@ class TwinRecorder(recorder.Recorder):
 
 
 def same_steps(steps: list, twin: list) -> bool:
-    """Equal steps, snapshots and durations included; start times within 50 ms (a noted decision's
-    start is put on the wall clock when it is logged, its twin's when it was made)."""
+    """Equal steps, snapshots and durations included; start times within 5 s. A noted decision's
+    start is put on the wall clock when it is logged, its twin's when it was made; with the
+    recorder's wall clock held at a fixed offset from the monotonic one (`steady_wall_clock`) the
+    two differ by the time between two nearby readings, a pause of the process at most."""
     if len(steps) != len(twin):
         return False
     for a, b in zip(steps, twin):
-        if dataclasses.replace(a, start=0.0) != dataclasses.replace(b, start=0.0) or abs(a.start - b.start) > 0.05:
+        if dataclasses.replace(a, start=0.0) != dataclasses.replace(b, start=0.0) or abs(a.start - b.start) > 5.0:
             return False
     return True
+
+
+def steady_wall_clock(monkeypatch) -> None:
+    """The recorder's wall clock made a fixed offset of its monotonic one, so that the machine's
+    clock being set meanwhile cannot move a start time."""
+    offset = time.time() - time.perf_counter()
+    monkeypatch.setattr(recorder, "time", types.SimpleNamespace(
+        perf_counter=time.perf_counter, time=lambda: time.perf_counter() + offset))
 
 
 def tree_with_twin(monkeypatch, *args, **options) -> tuple:
     """A cgviz.Tree whose recorder keeps a twin (`TwinRecorder`), and that recorder."""
     TwinRecorder.made = []
     monkeypatch.setattr(tree_module, "Recorder", TwinRecorder)
+    steady_wall_clock(monkeypatch)
     tree = cgviz.Tree(*args, **options)
     (made,) = TwinRecorder.made
     TwinRecorder.made = []  # the caller holds it: the tree and its pool go with the test
@@ -107,6 +119,7 @@ def scenario_with_twin(name: str, device: str, monkeypatch) -> tuple[list, list]
     """A scenario run at trace "full" on `device`: the steps the tree stored, and its twin's."""
     TwinRecorder.made = []
     monkeypatch.setattr(tree_module, "Recorder", TwinRecorder)
+    steady_wall_clock(monkeypatch)
     steps = run_scenario(name, device, trace="full").tree.trace.steps
     (made,) = TwinRecorder.made
     TwinRecorder.made = []  # the recorder holds its tree: let the tree and its pool go
