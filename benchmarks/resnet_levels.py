@@ -5,23 +5,30 @@
    None, "events" and "full".
 2. Training steps (forward, backward, SGD step) of `torch.compile(mode="reduce-overhead")`, ms per
    step, with no observer and under `cgviz.observe_torch` at "events" and "full"; steady state
-   only (the steps are timed after every graph is recorded).
+   only (the steps are timed after every graph is recorded, and after two steps in each
+   observation, which take its first snapshots).
 
 The variants run interleaved in each of R rounds in one process, so drift hits them alike, in an
-order that turns by one each round. Each
-figure: the median over rounds, with quartiles; each ratio: the median of the per-round ratios
-(a variant against its baseline in the same round) with their quartiles, which say how sure the
-ratio is. Prints one JSON object; `--out PATH` also writes it.
+order that turns by one each round. Training rounds are short (a chunk of steps per variant) and
+many, with one garbage collection per round, none inside it: a ratio paired within a round of a
+fraction of a second is not moved by the machine's slower drifts. Each figure: the median over
+rounds, with quartiles; each ratio: the median of the per-round ratios (a variant against its
+baseline in the same round) with their quartiles and the 95 % interval of the median, which say
+how sure the ratio is. Training stops starting rounds after --seconds. Prints one JSON object;
+`--out PATH` also writes it.
 
-usage: python benchmarks/resnet_levels.py [--calls N] [--steps N] [--rounds R] [--out PATH]
+usage: python benchmarks/resnet_levels.py [--calls N] [--rounds R] [--chunk N] [--train-rounds R]
+       [--seconds S] [--parts inference,training] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import platform
 import sys
+import time
 from typing import Callable
 
 import torch
@@ -71,8 +78,8 @@ def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Cal
     return out
 
 
-def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None]]:
-    """Each variant times `steps` training steps (ms per step); the second value runs the warmups
+def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None]]:
+    """Each variant times `chunk` training steps (ms per step); the second value runs the warmups
     and records."""
     import torchvision
 
@@ -94,29 +101,26 @@ def training_variants(steps: int) -> tuple[dict[str, Callable[[], float]], Calla
 
     def observed(level):
         def run() -> float:
-            """ms per step of `steps` steps timed inside the observation (its start and end aside)."""
+            """ms per step of `chunk` steps timed inside the observation (its start, end and first
+            two steps aside); the caller holds the garbage collector off."""
             with cgviz.observe_torch(trace=level) if level else contextlib.nullcontext():
                 train(2)
-                return per_call_us(lambda: train(steps), 1) / steps / 1000
+                torch.cuda.synchronize()
+                start = time.perf_counter_ns()
+                train(chunk)
+                torch.cuda.synchronize()
+                return (time.perf_counter_ns() - start) / chunk / 1e6
         return run
 
     return {"no_observer": observed(None), "events": observed("events"), "full": observed("full")}, lambda: train(6)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--out")
-    args = parser.parse_args(argv)
+def inference(args: argparse.Namespace, result: dict) -> None:
     import torchvision
 
     torch.backends.cudnn.benchmark = False
     model = torchvision.models.resnet18().cuda().eval()
     x = torch.randn(1, 3, 224, 224, device="cuda")
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
-              "rounds": args.rounds}
     with torch.no_grad():
         runs = inference_variants(model, x)
         samples: dict[str, list[float]] = {name: [] for name in runs}
@@ -127,15 +131,48 @@ def main(argv: list[str]) -> int:
         f"cgviz_{lvl}_vs_copy_replay": (f"cgviz_{lvl}", "copy_replay") for lvl in (None, "events", "full")} | {
         "cgviz_None_vs_torch_trees": ("cgviz_None", "torch_trees"), "eager_vs_copy_replay": ("eager", "copy_replay")})
     result["inference_calls_per_round"] = args.calls
-    trains, warm = training_variants(args.steps)
+
+
+def training(args: argparse.Namespace, result: dict) -> None:
+    trains, warm = training_variants(args.chunk)
     warm()
-    samples = {name: [] for name in trains}
-    for r in range(args.rounds):
-        for name in rotated(list(trains), r):
-            samples[name].append(trains[name]())
+    samples: dict[str, list[float]] = {name: [] for name in trains}
+    deadline = time.monotonic() + args.seconds
+    for r in range(args.train_rounds):
+        if time.monotonic() > deadline:
+            break
+        gc.collect()
+        gc.disable()
+        try:
+            for name in rotated(list(trains), r):
+                samples[name].append(trains[name]())
+        finally:
+            gc.enable()
     result["training_ms_per_step"] = summary(samples, {
         "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
-    result["training_steps_per_round"] = args.steps
+    result["training_steps_per_round"] = args.chunk
+    result["training_rounds"] = len(samples["full"])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300, help="inference calls per variant and round")
+    parser.add_argument("--rounds", type=int, default=11, help="inference rounds")
+    parser.add_argument("--chunk", type=int, default=20, help="training steps per variant and round")
+    parser.add_argument("--train-rounds", type=int, default=150)
+    parser.add_argument("--seconds", type=float, default=240, help="no training round starts after this")
+    parser.add_argument("--parts", default="inference,training")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    parts = args.parts.split(",")
+    if not set(parts) <= {"inference", "training"}:
+        parser.error(f"--parts takes inference and/or training, not {args.parts!r}")
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
+              "rounds": args.rounds}
+    if "inference" in parts:
+        inference(args, result)
+    if "training" in parts:
+        training(args, result)
     emit(result, args.out)
     return 0
 

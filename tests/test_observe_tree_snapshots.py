@@ -1,30 +1,44 @@
-"""What a snapshot of torch's tree shows (observe/tree_snapshots.py), read from stand-ins with
-the attributes the layout names: every recorded graph breadth first from the roots, then the
-warmup nodes still alive on the manager's device; and the state the step log compares, which
-changes when an output dies."""
+"""What a snapshot of torch's tree shows (observe/tree_snapshots.py), read from stand-ins for
+torch's nodes with the attributes the layout names, whose outputs are torch's own weak references
+(StorageWeakRefWrapper, on CPU storages): every recorded graph breadth first from the roots, then
+the warmup nodes still alive on the manager's device; and the state the step log compares, which
+changes when an output dies, and asks an output found dead again only when its node runs."""
 
 from __future__ import annotations
 
+import functools
+import sys
+import weakref
 from collections import Counter
 
+import torch
+from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+
+from cgviz.observe.observer import TorchObserver
 from cgviz.observe.tree_snapshots import TreeSnapshots
 
 
-class Ref:
-    """An output's weak reference, as torch's StorageWeakRefWrapper answers."""
+class Ref(StorageWeakRefWrapper):
+    """torch's weak reference to an output's storage, counting how often it is asked."""
 
-    def __init__(self, live: bool = True) -> None:
-        self.live = live
+    asked = 0
 
     def expired(self) -> bool:
-        return not self.live
+        Ref.asked += 1
+        return super().expired()
+
+
+def held_outputs(count: int) -> tuple[list, list]:
+    """`count` outputs held by the caller (the first list), and torch's references to them."""
+    held = [torch.zeros(4) for _ in range(count)]
+    return held, [Ref(t) for t in held]
 
 
 class CUDAGraphNode:
     def __init__(self, name: str, *children: "CUDAGraphNode", outputs: int = 1) -> None:
         self.name = name
         self.children = {"f": list(children)}
-        self.outputs_weakrefs = [Ref() for _ in range(outputs)]
+        self.held, self.outputs_weakrefs = held_outputs(outputs)
         self.device = 0
 
 
@@ -32,7 +46,7 @@ class CUDAWarmupNode:
     def __init__(self, name: str, device_index: int) -> None:
         self.name = name
         self.device_index = device_index
-        self.outputs_weakrefs = [Ref()]
+        self.held, self.outputs_weakrefs = held_outputs(1)
 
 
 class Manager:
@@ -65,7 +79,95 @@ def test_the_state_changes_when_an_output_dies_and_not_otherwise():
     tree = snapshots({}, manager)
     before = tree.state(manager, set())
     assert tree.state(manager, set()) == before
-    child.outputs_weakrefs[1].live = False
+    del child.held[1]
     after = tree.state(manager, set())
     assert after != before
     assert tree.state(manager, {(0, 1)}) != after  # an output invalidated is told apart too
+
+
+def liveness(tree: TreeSnapshots, manager: Manager) -> list:
+    """The outputs' liveness in the state, without the nodes' ids."""
+    return [x for x in tree.state(manager, set())[3] if isinstance(x, bool)]
+
+
+def test_an_output_found_dead_is_not_asked_again_until_its_node_runs():
+    node = CUDAGraphNode("a", outputs=3)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    del node.held[0]
+    assert liveness(tree, manager) == [False, True, True]
+    Ref.asked = 0
+    assert liveness(tree, manager) == [False, True, True]
+    assert Ref.asked == 2  # the live ones only
+    tree.ran(node)
+    Ref.asked = 0
+    assert liveness(tree, manager) == [False, True, True]
+    assert Ref.asked == 3
+
+
+def test_an_output_given_another_storage_is_asked_again():
+    node = CUDAGraphNode("a", outputs=2)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    node.held[0] = None
+    assert liveness(tree, manager) == [False, True]
+    fresh = torch.zeros(4)
+    node.outputs_weakrefs[0].swap_weakref(fresh.untyped_storage()._weak_ref())  # as torch's replay does
+    assert liveness(tree, manager) == [True, True]
+
+
+class CachedOutputsNode(CUDAGraphNode):
+    """A recorded node whose outputs torch caches: each output's reference carries torch's extra
+    check (2.11's check_refcount), and a replay hands the cached tensor out again."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, outputs=0)
+        self.cached_tensor_outputs = [torch.zeros(4)]
+        node = weakref.ref(self)
+
+        def check_refcount(i: int) -> bool:
+            refcount = node().get_output_refcount(i)
+            return refcount == (3 if node().cached_tensor_outputs[i]._use_count() > 1 else 2)
+
+        self.outputs_weakrefs = [Ref(self.cached_tensor_outputs[0], extra_ref_check=functools.partial(check_refcount, 0))]
+
+    def get_output_refcount(self, index: int) -> int:
+        return sys.getrefcount(self.cached_tensor_outputs[index])
+
+    def replay(self) -> list:
+        return list(self.cached_tensor_outputs)
+
+
+def test_a_cached_output_handed_out_again_by_its_nodes_run_is_live_again():
+    node = CachedOutputsNode("a")
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    out = node.replay()
+    assert liveness(tree, manager) == [True]
+    del out
+    assert liveness(tree, manager) == [False]
+    out = node.replay()
+    tree.ran(node)  # what the observer does at each replay torch makes
+    assert liveness(tree, manager) == [True]
+    assert tree.snapshot(manager, 1, set()).nodes[0].outputs[0].state == "live"
+    del out  # held by the user until here
+
+
+def test_the_observer_asks_a_replayed_nodes_outputs_again():
+    """An output dies, then torch's replay of its node hands the cached tensor out again: the
+    state the step log compares, and the steps, show it live."""
+    node = CachedOutputsNode("a")
+    manager = Manager({"f": [node]}, current=node)
+    manager.device_index, manager.cuda_graphs_thread_pool = None, None
+    observer = TorchObserver("full")
+    out = node.replay()
+    observer.replayed(manager, node)
+    del out
+    observer.path_ended(manager, node)
+    out = node.replay()
+    observer.replayed(manager, node)
+    assert liveness(observer.snapshots, manager) == [True]
+    observer.catch_up()
+    shown = [[o.state for v in step.snapshot.nodes for o in v.outputs] for step in observer.trace.steps]
+    assert shown == [["live"], ["dead"], ["live"]]
+    del out  # held by the user until here

@@ -125,6 +125,7 @@ class TorchObserver:
         """torch freed a node: its id() may be reused by a new node, which gets a new cgviz id."""
         self._ids.pop(key, None)
         self._replay_steps.pop(key, None)
+        self.snapshots.forget(key)
 
     def _parent_of(self, node_id: int, node: Any) -> Optional[int]:
         """A node's parent's id, read from torch once (a replay loop asks at every step it makes)."""
@@ -196,6 +197,7 @@ class TorchObserver:
         if self.raw.manager_id == id(manager) or self.raw_manager(manager):
             self.raw.note(self._replay_parts(manager, node))
         else:
+            self.snapshots.ran(node)
             self._add_replay(manager, self._replay_parts(manager, node), start)
 
     def generation_began(self, manager: Any) -> None:

@@ -35,6 +35,7 @@ class TreeSnapshots:
         self.replays = replays
         self.born = born
         self.pool_reads: dict[int, Any] = {}  # device -> its manager's pool, read when the allocator moved (PoolReading)
+        self._seen_dead: dict[int, dict[int, Any]] = {}  # id(torch node) -> outputs found expired (outputs_live)
 
     def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
@@ -64,10 +65,21 @@ class TreeSnapshots:
         form (StepLog takes no new snapshot while it is unchanged): the nodes, their outputs'
         liveness and the path. The pool changes with it: replays allocate nothing."""
         shown = []
+        seen_dead = self._seen_dead
         for node in self.shown_nodes(manager, self.live_nodes()):
-            shown.append(id(node))
-            shown.extend(map(layout.is_live, layout.output_refs(node)))
+            key = id(node)
+            shown.append(key)
+            dead = seen_dead.get(key)
+            if dead is None:
+                dead = seen_dead[key] = {}
+            shown.extend(layout.outputs_live(layout.output_refs(node), dead))
         return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
+
+    def ran(self, node: Any) -> None:
+        """torch ran `node`: its outputs found expired may be live again, and are asked anew."""
+        self._seen_dead.pop(id(node), None)
+
+    forget = ran  # torch freed the node: what was found of its outputs goes with it
 
     def node_view(self, manager: Any, node: Any, live: dict[int, Any], generation: int,
                   invalidated: set[tuple[int, int]]) -> NodeView:

@@ -64,7 +64,8 @@ CLASS_MEMBERS: dict[str, tuple] = {
     "CheckInvariantStatus": ("StaticInputIdxMismatch", "CudagraphManagedIdxMismatch",
                              "ExpectedDeadIndicesBeforeGraphMismatch"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
-    "StorageWeakRefWrapper": ("expired",),
+    "StorageWeakRefWrapper": ("expired", "ref"),
+    "StorageWeakRef": ("cdata",),  # the wrapper's `ref` (torch.multiprocessing.reductions)
     "GraphID": ("id",),
     "FunctionID": ("id",),
     "WrappedFunction": ("id", "kernel_free_cudagraph", "cudagraph_managed_input_rerecord_limit",
@@ -199,6 +200,6 @@ from cgviz.observe._torch_layout.manager import (
     added_function_id, already_warm, cloned_outputs, compile_id, current_node, demoted_inputs, eager_cause,
     function_label, generation_check, is_kernel_free, is_live, is_warmup, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
-    node_function, node_parent, output_metadata, output_refs, path_state, path_to, pool_of, replay_mismatches,
-    roots, run_method, stack_traces, starts_new_generation, torch_node_id, tree_capture,
+    node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
+    replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tree_capture,
 )

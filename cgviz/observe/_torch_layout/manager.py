@@ -195,6 +195,31 @@ def is_live(ref: Any) -> bool:
     return ref is not None and not ref.expired()
 
 
+def outputs_live(refs: list, seen_dead: dict[int, tuple]) -> list[bool]:
+    """`is_live` of each of a node's output references, without asking again those found expired
+    before (`seen_dead`: output index -> (the wrapper's weak storage reference, the storage it
+    pointed to) when found expired; newly expired ones are added). While the wrapper still points
+    to that storage, it is still expired: a storage whose use count fell to zero has no users
+    again, and a cached output gets users again only when torch runs its node, where the caller
+    drops the node's `seen_dead`. A wrapper pointed at another storage (`swap_weakref`, a new
+    wrapper) is asked."""
+    live = []
+    for i, ref in enumerate(refs):
+        if ref is None:
+            live.append(False)
+            continue
+        storage = ref.ref
+        seen = seen_dead.get(i)
+        if seen is not None and seen[0] is storage and seen[1] == storage.cdata:
+            live.append(False)
+        elif ref.expired():
+            seen_dead[i] = (storage, storage.cdata)
+            live.append(False)
+        else:
+            live.append(True)
+    return live
+
+
 def torch_node_id(node: Any) -> str:
     """How torch itself names the node, for its signature (see torch_id_words)."""
     return torch_id_words(is_warmup(node), getattr(getattr(node, "id", None), "id", None))
