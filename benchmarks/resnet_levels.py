@@ -4,7 +4,8 @@
    torch's own trees (`torch.compile(backend="cudagraphs")`); and `cgviz.Tree("cuda")` at trace
    None, "events" and "full".
 2. Training steps (forward, backward, SGD step) of `torch.compile(mode="reduce-overhead")`, ms per
-   step, with no observer and under `cgviz.observe_torch` at "events" and "full"; steady state
+   step, with no observer, with only the observer's wrappers around torch's methods installed,
+   and under `cgviz.observe_torch` at "events" and "full"; steady state
    only (the steps are timed after every graph is recorded, and after two steps in each
    observation, which take its first snapshots).
 
@@ -99,11 +100,23 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
             opt.step()
             opt.zero_grad(set_to_none=True)
 
+    @contextlib.contextmanager
+    def hooks_only():
+        """The observer's wrappers around torch's methods, with no observer: what they cost alone."""
+        from cgviz.observe import _hooks
+
+        _hooks.install()
+        try:
+            yield
+        finally:
+            _hooks.uninstall()
+
     def observed(level):
         def run() -> float:
             """ms per step of `chunk` steps timed inside the observation (its start, end and first
             two steps aside); the caller holds the garbage collector off."""
-            with cgviz.observe_torch(trace=level) if level else contextlib.nullcontext():
+            with (cgviz.observe_torch(trace=level) if level in ("events", "full")
+                  else hooks_only() if level == "hooks" else contextlib.nullcontext()):
                 train(2)
                 torch.cuda.synchronize()
                 start = time.perf_counter_ns()
@@ -112,7 +125,9 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
                 return (time.perf_counter_ns() - start) / chunk / 1e6
         return run
 
-    return {"no_observer": observed(None), "events": observed("events"), "full": observed("full")}, lambda: train(6)
+    variants = {"no_observer": observed(None), "hooks_only": observed("hooks"), "events": observed("events"),
+                "full": observed("full")}
+    return variants, lambda: train(6)
 
 
 def inference(args: argparse.Namespace, result: dict) -> None:
@@ -149,7 +164,8 @@ def training(args: argparse.Namespace, result: dict) -> None:
         finally:
             gc.enable()
     result["training_ms_per_step"] = summary(samples, {
-        "events_vs_no_observer": ("events", "no_observer"), "full_vs_no_observer": ("full", "no_observer")})
+        "hooks_only_vs_no_observer": ("hooks_only", "no_observer"), "events_vs_no_observer": ("events", "no_observer"),
+        "full_vs_no_observer": ("full", "no_observer")})
     result["training_steps_per_round"] = args.chunk
     result["training_rounds"] = len(samples["full"])
 

@@ -38,6 +38,10 @@ def make_step(kind: str, reason: str, generation: int, function: Optional[str], 
                 node=node, parent=parent, invalidated=invalidated, start=start)
 
 
+def _path_end_reason(before: Optional[int]) -> str:
+    return f"all outputs of the path ending at node {before} are dead; the next call starts from the roots"
+
+
 def _generation_step(ended: int, generation: int, invalidated: list, cloned: list) -> Step:
     """A generation step, worded only when kept (most fold into a repeat count)."""
     return make_step("generation", naming.generation_reason(ended, invalidated, cloned), generation,
@@ -80,6 +84,7 @@ class TorchObserver:
         self.log = StepLog(self.trace.steps)
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
+        self._path_end_keys: dict[Optional[int], tuple] = {}  # node id -> the key of the path ending there
         self.raw = RawEvents(self._make_raw)  # replay-loop events not yet made into steps (see catch_up)
         self.compile = CompileEvents(self.step)  # skip messages, compile-time decisions, graph names
         self.snapshots = TreeSnapshots(self.node_id, self.live_nodes, self.label, self._devices, self.replays,
@@ -209,7 +214,7 @@ class TorchObserver:
             self._new_generation(manager)
 
     def path_ended(self, manager: Any, before: Any) -> None:
-        if self.raw_manager(manager):
+        if self.raw.manager_id == id(manager) or self.raw_manager(manager):
             self.raw.note((PATH_END, self.node_id(before)))
         else:
             self._path_end(manager, self.node_id(before))
@@ -224,8 +229,18 @@ class TorchObserver:
         self.raw.flush()
 
     def _make_raw(self, manager: Any, events: list) -> None:
-        """The noted events of `manager` (None where torch freed it), made into steps in order."""
-        for event in events:
+        """The noted events of `manager` (None where torch freed it), made into steps in order:
+        whole repetitions of the block before them are counted in bulk, as one at a time would."""
+        device = None if manager is None else self._devices.get(id(manager))
+        notes = [(self._raw_key(event, device), 0.0) for event in events]
+        i, n = 0, len(events)
+        while i < n:
+            counted = self.log.count_repetitions(notes, i)
+            if counted > i:
+                self._counted(events[i:counted])
+                i = counted
+                continue
+            event = events[i]
             if type(event) is int:
                 self.graph_sink.noted(event)
             elif event is NEW_GENERATION:
@@ -234,6 +249,36 @@ class TorchObserver:
                 self._path_end(manager, event[1])
             else:
                 self._add_replay(manager, event, None)
+            i += 1
+
+    def _raw_key(self, event: Any, device: Optional[str]) -> Optional[tuple]:
+        """The step log's key of a noted event, as its step would have it; None for a graph
+        outside the trees, never counted. A noted generation invalidates and clones nothing:
+        every event method that could give it outputs to say catches up first."""
+        if type(event) is int:
+            return None
+        if event is NEW_GENERATION:
+            key = _GENERATION
+        elif len(event) == 2:
+            key = self._path_end_key(event[1])
+        else:
+            key = event[0]
+        return key if device is None else key + (device,)
+
+    def _counted(self, events: list) -> None:
+        """What making these noted events into steps changes besides the log, which counted them."""
+        replayed = set()
+        for event in events:
+            if event is NEW_GENERATION:
+                self.generation += 1
+            elif len(event) > 2:
+                self.replays[event[1]] += 1
+                replayed.add(event[1])
+        self._events += len(events)
+        if replayed:
+            self._notes.clear()
+            if self._invalidated:
+                self._invalidated = {k for k in self._invalidated if k[0] not in replayed}
 
     def manager_shutting_down(self, manager: Any) -> None:
         """torch resets its trees (torch._dynamo.reset()): the events noted are made into steps
@@ -280,8 +325,14 @@ class TorchObserver:
         self._add(key, manager, partial(_generation_step, old, self.generation, invalidated, cloned), None)
 
     def _path_end(self, manager: Any, before: Optional[int]) -> None:
-        self.step("path_end", f"all outputs of the path ending at node {before} "
-                  "are dead; the next call starts from the roots", manager)
+        self.step("path_end", _path_end_reason(before), manager)
+
+    def _path_end_key(self, before: Optional[int]) -> tuple:
+        key = self._path_end_keys.get(before)
+        if key is None:
+            key = self._path_end_keys[before] = decision_key(
+                "path_end", None, None, None, [], portable_paths(_path_end_reason(before)))
+        return key
 
     # -- decisions off the loop --------------------------------------------------------------------
     def warmed_up(self, manager: Any, function_id: Any, node: Any, start: Optional[float]) -> None:
@@ -357,7 +408,7 @@ class TorchObserver:
     def call_began(self) -> int:
         """The outermost run() of a call begins; returns the decisions seen so far."""
         self._depth += 1
-        return self.decisions
+        return self._events + len(self.raw.events)  # self.decisions, on every call of the loop
 
     def call_ended(self, manager: Any, function_id: Any, decisions_before: int, start: Optional[float],
                    error: Optional[BaseException] = None) -> None:
@@ -365,7 +416,7 @@ class TorchObserver:
         self._depth -= 1
         if self._adding and self._adding[-1] == id(manager) and function_id is not None:
             self._added.add((id(manager), function_id))  # its first call, inside add_function (it may raise)
-        if error is None and self.decisions != decisions_before:
+        if error is None and self._events + len(self.raw.events) != decisions_before:
             return
         self.saw(manager)
         label = self.label(manager, function_id)
