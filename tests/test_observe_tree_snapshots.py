@@ -171,3 +171,16 @@ def test_the_observer_asks_a_replayed_nodes_outputs_again():
     shown = [[o.state for v in step.snapshot.nodes for o in v.outputs] for step in observer.trace.steps]
     assert shown == [["live"], ["dead"], ["live"]]
     del out  # held by the user until here
+
+
+def test_what_was_found_of_a_node_no_longer_shown_is_let_go():
+    kept, freed = CUDAGraphNode("a", outputs=1), CUDAGraphNode("b", outputs=1)
+    manager = Manager({"f": [kept], "g": [freed]})
+    tree = snapshots({}, manager)
+    del kept.held[0], freed.held[0]
+    assert liveness(tree, manager) == [False, False]
+    storage = freed.outputs_weakrefs[0].ref  # the weak storage reference torch's wrapper holds
+    del manager.roots["g"], freed  # torch lets the node go
+    assert sys.getrefcount(storage) == 3  # here, getrefcount's argument, and what the state found
+    assert liveness(tree, manager) == [False]
+    assert sys.getrefcount(storage) == 2  # no longer kept by the state

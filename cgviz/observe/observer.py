@@ -130,7 +130,6 @@ class TorchObserver:
         """torch freed a node: its id() may be reused by a new node, which gets a new cgviz id."""
         self._ids.pop(key, None)
         self._replay_steps.pop(key, None)
-        self.snapshots.forget(key)
 
     def _parent_of(self, node_id: int, node: Any) -> Optional[int]:
         """A node's parent's id, read from torch once (a replay loop asks at every step it makes)."""

@@ -66,20 +66,21 @@ class TreeSnapshots:
         liveness and the path. The pool changes with it: replays allocate nothing."""
         shown = []
         seen_dead = self._seen_dead
-        for node in self.shown_nodes(manager, self.live_nodes()):
+        nodes = self.shown_nodes(manager, self.live_nodes())
+        for node in nodes:
             key = id(node)
             shown.append(key)
             dead = seen_dead.get(key)
             if dead is None:
                 dead = seen_dead[key] = {}
             shown.extend(layout.outputs_live(layout.output_refs(node), dead))
+        if len(seen_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
+            self._seen_dead = {id(node): seen_dead[id(node)] for node in nodes}
         return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
 
     def ran(self, node: Any) -> None:
         """torch ran `node`: its outputs found expired may be live again, and are asked anew."""
         self._seen_dead.pop(id(node), None)
-
-    forget = ran  # torch freed the node: what was found of its outputs goes with it
 
     def node_view(self, manager: Any, node: Any, live: dict[int, Any], generation: int,
                   invalidated: set[tuple[int, int]]) -> NodeView:
