@@ -30,6 +30,7 @@ import gc
 import platform
 import sys
 import time
+from functools import partial
 from typing import Callable
 
 import torch
@@ -111,12 +112,11 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
         finally:
             _hooks.uninstall()
 
-    def observed(level):
+    def timed(watching: Callable[[], contextlib.AbstractContextManager]) -> Callable[[], float]:
         def run() -> float:
-            """ms per step of `chunk` steps timed inside the observation (its start, end and first
-            two steps aside); the caller holds the garbage collector off."""
-            with (cgviz.observe_torch(trace=level) if level in ("events", "full")
-                  else hooks_only() if level == "hooks" else contextlib.nullcontext()):
+            """ms per step of `chunk` steps timed inside `watching()` (its start, end and first two
+            steps aside); the caller holds the garbage collector off."""
+            with watching():
                 train(2)
                 torch.cuda.synchronize()
                 start = time.perf_counter_ns()
@@ -125,8 +125,9 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
                 return (time.perf_counter_ns() - start) / chunk / 1e6
         return run
 
-    variants = {"no_observer": observed(None), "hooks_only": observed("hooks"), "events": observed("events"),
-                "full": observed("full")}
+    variants = {"no_observer": timed(contextlib.nullcontext), "hooks_only": timed(hooks_only),
+                "events": timed(partial(cgviz.observe_torch, trace="events")),
+                "full": timed(partial(cgviz.observe_torch, trace="full"))}
     return variants, lambda: train(6)
 
 

@@ -95,15 +95,21 @@ def test_counting_in_bulk_stores_what_one_at_a_time_stores(monkeypatch, seed, ba
     assert sum(step.repeat > 1 for step in in_bulk[0]) > 0  # the loop did fold
 
 
+def one_recorded_node() -> tuple[Manager, Node, TorchObserver]:
+    """An observer at "events" that saw torch record one node."""
+    manager, fn = Manager(), Function(0)
+    node = Node(fn)
+    obs = TorchObserver("events")
+    obs.recorded(manager, fn, None, node, [], None, None)
+    return manager, node, obs
+
+
 def test_a_steady_loop_is_counted_in_bulk(monkeypatch):
     """The replays of a steady loop make no step one by one: they are counted."""
     made = []
     real = TorchObserver._add_replay
     monkeypatch.setattr(TorchObserver, "_add_replay", lambda self, *a: (made.append(1), real(self, *a)))
-    manager, fn = Manager(), Function(0)
-    node = Node(fn)
-    obs = TorchObserver("events")
-    obs.recorded(manager, fn, None, node, [], None, None)
+    manager, node, obs = one_recorded_node()
     for _ in range(1000):
         obs.replayed(manager, node)
         obs.generation_began(manager)
@@ -113,10 +119,7 @@ def test_a_steady_loop_is_counted_in_bulk(monkeypatch):
 
 
 def test_outputs_invalidated_before_a_counted_replay_of_their_node_are_valid_again():
-    manager, fn = Manager(), Function(0)
-    node = Node(fn)
-    obs = TorchObserver("events")
-    obs.recorded(manager, fn, None, node, [], None, None)
+    manager, node, obs = one_recorded_node()
     for _ in range(3):
         obs.replayed(manager, node)
         obs.path_ended(manager, node)
@@ -129,3 +132,17 @@ def test_outputs_invalidated_before_a_counted_replay_of_their_node_are_valid_aga
     obs.catch_up()
     assert obs.trace.steps[-1].repeat == 6
     assert obs._invalidated == set()
+
+
+@pytest.mark.parametrize("replays_after", [0, 1, 6])
+def test_a_warning_is_said_with_the_next_record_unless_a_replay_came_first(replays_after):
+    manager, node, obs = one_recorded_node()
+    for _ in range(4):  # a loop: the replays after the warning are counted against it
+        obs.replayed(manager, node)
+    obs.pending_backward_warned()
+    for _ in range(replays_after):
+        obs.replayed(manager, node)
+    obs.recorded(manager, Function(1), None, Node(Function(1)), [], None, None)
+    obs.finish()
+    said = "torch warns" in obs.trace.steps[-1].reason
+    assert said == (replays_after == 0)

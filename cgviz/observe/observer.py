@@ -24,7 +24,7 @@ from cgviz.observe import naming
 from cgviz.observe.compile_events import CompileEvents
 from cgviz.observe.raw_events import NEW_GENERATION, PATH_END, RawEvents
 from cgviz.observe.tree_snapshots import TreeSnapshots
-from cgviz.trace.fold import StepLog, decision_key
+from cgviz.trace.fold import StepLog, decision_key, device_key
 from cgviz.trace.paths import portable_paths
 from cgviz.trace.model import Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
@@ -235,10 +235,10 @@ class TorchObserver:
         i, n = 0, len(events)
         while i < n:
             counted = self.log.count_repetitions(notes, i)
-            if counted > i:
-                self._counted(events[i:counted])
-                i = counted
-                continue
+            self._tally(events[i:counted])
+            i = counted
+            if i == n:
+                break
             event = events[i]
             if type(event) is int:
                 self.graph_sink.noted(event)
@@ -262,10 +262,11 @@ class TorchObserver:
             key = self._path_end_key(event[1])
         else:
             key = event[0]
-        return key if device is None else key + (device,)
+        return device_key(key, device)
 
-    def _counted(self, events: list) -> None:
-        """What making these noted events into steps changes besides the log, which counted them."""
+    def _tally(self, events: list) -> None:
+        """What these replay-loop events change in the observer besides its step log: replay
+        counts, the generation, the decisions seen, and what a replay makes current again."""
         replayed = set()
         for event in events:
             if event is NEW_GENERATION:
@@ -275,7 +276,7 @@ class TorchObserver:
                 replayed.add(event[1])
         self._events += len(events)
         if replayed:
-            self._notes.clear()
+            self._notes.clear()  # children that failed their checks before one of these matched
             if self._invalidated:
                 self._invalidated = {k for k in self._invalidated if k[0] not in replayed}
 
@@ -295,12 +296,7 @@ class TorchObserver:
 
     def _add_replay(self, manager: Any, replay: tuple, start: Optional[float]) -> None:
         key, cg_id, label, parent, reason = replay
-        self.replays[cg_id] += 1
-        if self._notes:
-            self._notes.clear()  # children that failed their checks before this one matched
-        if self._invalidated:
-            self._invalidated = {k for k in self._invalidated if k[0] != cg_id}
-        self._events += 1
+        self._tally([replay])
         self._add(key, manager, partial(make_step, "execute", reason, self.generation, label, cg_id, parent, []), start)
 
     def _replay_step(self, manager: Any, node: Any) -> tuple:

@@ -70,10 +70,7 @@ class TreeSnapshots:
         for node in nodes:
             key = id(node)
             shown.append(key)
-            dead = seen_dead.get(key)
-            if dead is None:
-                dead = seen_dead[key] = {}
-            shown.extend(layout.outputs_live(layout.output_refs(node), dead))
+            shown.extend(layout.outputs_live(layout.output_refs(node), seen_dead.setdefault(key, {})))
         if len(seen_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
             self._seen_dead = {id(node): seen_dead[id(node)] for node in nodes}
         return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)

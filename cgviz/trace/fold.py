@@ -28,6 +28,11 @@ def step_key(step: Step) -> tuple:
     return decision_key(step.kind, step.function, step.node, step.parent, step.invalidated, step.reason)
 
 
+def device_key(key: tuple, device: Optional[str]) -> tuple:
+    """A decision's key as the log keeps it: with its tree's device, where one is named."""
+    return key if device is None else key + (device,)
+
+
 StepOrMaker = Union[Step, Callable[[], Step]]
 
 
@@ -89,8 +94,7 @@ class StepLog:
             state: Optional[Hashable] = None, snap: Optional[Callable[[], Snapshot]] = None) -> Optional[Step]:
         """One decision; returns the step that now shows it (the block's last step when it
         folded or counted), or None while a repetition is half done."""
-        if device is not None:
-            key = key + (device,)
+        key = device_key(key, device)
         steps = self.steps
         if steps and steps[-1].repeat > 1:
             end = steps[-1]
@@ -125,8 +129,8 @@ class StepLog:
 
     def count_repetitions(self, notes: list[tuple], i: int) -> int:
         """Count the whole repetitions of the last block that `notes[i:]` begin with; returns the
-        index of the first note not counted. A note is a tuple (key, duration, ...) of a decision
-        with no device. The block's snapshots (trace level "full", where a producer notes only
+        index of the first note not counted. A note is a tuple (key, duration, ...), its key as
+        the log keeps it (`device_key`). The block's snapshots (trace level "full", where a producer notes only
         decisions in the state their kept step's snapshot was taken in: see `expected`) are
         brought forward by the repetitions counted, as add() does one at a time."""
         steps = self.steps
