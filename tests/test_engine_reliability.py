@@ -240,7 +240,10 @@ def test_reading_the_trace_from_another_thread_loses_no_decision(level):
     def reader() -> None:
         try:
             while not done.is_set():
-                seen.append(tree.trace.counts()["execute"])
+                # the Trace is the live one: its counts are read with the calling thread kept out
+                # (the tree's lock, which reading `trace` takes too), not while a call changes it
+                with tree._held():
+                    seen.append(tree.trace.counts()["execute"])
                 reading.set()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)

@@ -136,7 +136,8 @@ class Tree:
         """The live Trace (grows with each step); with a profile, ``meta["profile"]`` is brought
         up to date (waiting for timings still running on the device). Read from another thread,
         it waits for a call of this tree in progress to end (the decisions it noted are logged
-        when the trace is read)."""
+        when the trace is read); the Trace it returns is the live one, which the next call
+        changes."""
         with self._held():
             if self._profiler is not None and self._profiler.dirty:
                 self._recorder.meta["profile"] = self._profiler.table()
