@@ -11,8 +11,11 @@ import gc
 import logging
 import warnings
 import weakref
+from typing import Optional
 
 import pytest
+import torch
+from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
 
 import cgviz
 from cgviz.observe import _hooks, graph_data, recorded_kernels
@@ -29,17 +32,27 @@ class Function:
         self.kernel_free_cudagraph = kernel_free
 
 
-class Ref:
-    """Stands for torch's StorageWeakRefWrapper: live while `alive`."""
+class Ref(StorageWeakRefWrapper):
+    """torch's weak reference to an output's storage (a CPU one here): live while `alive`, that
+    is, while the caller holds the output."""
 
     def __init__(self, alive: bool = True, ptr: int = 4096) -> None:
-        self.alive, self.ptr = alive, ptr
+        self.held: Optional[torch.Tensor] = torch.zeros(4)
+        super().__init__(self.held)
+        self.ptr = ptr
+        self.alive = alive
 
-    def __call__(self):
-        return self if self.alive else None
+    @property
+    def alive(self) -> bool:
+        return self.held is not None
 
-    def expired(self) -> bool:
-        return not self.alive
+    @alive.setter
+    def alive(self, value: bool) -> None:
+        if not value:
+            self.held = None
+        elif self.held is None:  # held again: torch's replay points the reference at new outputs
+            self.held = torch.zeros(4)
+            self.swap_weakref(self.held.untyped_storage()._weak_ref())
 
     def data_ptr(self) -> int:
         return self.ptr

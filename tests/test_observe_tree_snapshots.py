@@ -11,27 +11,20 @@ import sys
 import weakref
 from collections import Counter
 
+import pytest
 import torch
 from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
 
+from cgviz.observe import _torch_layout as layout
+from cgviz.observe._torch_layout import manager as manager_layout
 from cgviz.observe.observer import TorchObserver
 from cgviz.observe.tree_snapshots import TreeSnapshots
-
-
-class Ref(StorageWeakRefWrapper):
-    """torch's weak reference to an output's storage, counting how often it is asked."""
-
-    asked = 0
-
-    def expired(self) -> bool:
-        Ref.asked += 1
-        return super().expired()
 
 
 def held_outputs(count: int) -> tuple[list, list]:
     """`count` outputs held by the caller (the first list), and torch's references to them."""
     held = [torch.zeros(4) for _ in range(count)]
-    return held, [Ref(t) for t in held]
+    return held, [StorageWeakRefWrapper(t) for t in held]
 
 
 class CUDAGraphNode:
@@ -90,19 +83,33 @@ def liveness(tree: TreeSnapshots, manager: Manager) -> list:
     return [x for x in tree.state(manager, set())[3] if isinstance(x, bool)]
 
 
-def test_an_output_found_dead_is_not_asked_again_until_its_node_runs():
+@pytest.fixture
+def use_counts(monkeypatch) -> list:
+    """Counts the reads of a storage's use count (the observer's, and torch's own in expired())."""
+    reads = [0]
+    count = torch._C._storage_Use_Count
+
+    def counted(cdata: int) -> int:
+        reads[0] += 1
+        return count(cdata)
+
+    monkeypatch.setattr(torch._C, "_storage_Use_Count", counted)
+    return reads
+
+
+def test_an_output_found_dead_is_not_asked_again_until_its_node_runs(use_counts):
     node = CUDAGraphNode("a", outputs=3)
     manager = Manager({"f": [node]}, current=node)
     tree = snapshots({}, manager)
     del node.held[0]
     assert liveness(tree, manager) == [False, True, True]
-    Ref.asked = 0
+    use_counts[0] = 0
     assert liveness(tree, manager) == [False, True, True]
-    assert Ref.asked == 2  # the live ones only
+    assert use_counts[0] == 2  # the live ones only
     tree.ran(node)
-    Ref.asked = 0
+    use_counts[0] = 0
     assert liveness(tree, manager) == [False, True, True]
-    assert Ref.asked == 3
+    assert use_counts[0] == 3
 
 
 def test_an_output_given_another_storage_is_asked_again():
@@ -116,20 +123,52 @@ def test_an_output_given_another_storage_is_asked_again():
     assert liveness(tree, manager) == [True, True]
 
 
+def check_refcount_2_11(node: "CachedOutputsNode", i: int) -> bool:
+    """torch 2.11 - 2.14's check_refcount (cudagraph_trees.py), as a cached output's extra check."""
+    refcount = node.get_output_refcount(i)
+    if node.cached_tensor_outputs[i]._use_count() > 1:
+        assert refcount >= 3
+        return refcount == 3
+    assert refcount >= 2
+    return refcount == 2
+
+
+def check_refcount_2_15(node: "CachedOutputsNode", i: int) -> bool:
+    """torch 2.15's check_refcount: a tensor C++ holds is live; a stale grad_fn is detached."""
+    refcount = node.get_output_refcount(i)
+    cached = node.cached_tensor_outputs[i]
+    if refcount == 2 and cached._use_count() == 1 and cached.grad_fn is not None:
+        cached.detach_()
+    if cached._use_count() > 1:
+        return False
+    assert refcount >= 2
+    return refcount == 2
+
+
+class Asked(StorageWeakRefWrapper):
+    """torch's weak reference to an output's storage, counting the calls of expired()."""
+
+    asked = 0
+
+    def expired(self) -> bool:
+        Asked.asked += 1
+        return super().expired()
+
+
 class CachedOutputsNode(CUDAGraphNode):
     """A recorded node whose outputs torch caches: each output's reference carries torch's extra
-    check (2.11's check_refcount), and a replay hands the cached tensor out again."""
+    check (check_refcount of a release), and a replay hands the cached tensor out again."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, outputs: int = 1, check=check_refcount_2_11) -> None:
         super().__init__(name, outputs=0)
-        self.cached_tensor_outputs = [torch.zeros(4)]
+        self.cached_tensor_outputs = [torch.zeros(4) for _ in range(outputs)]
         node = weakref.ref(self)
 
         def check_refcount(i: int) -> bool:
-            refcount = node().get_output_refcount(i)
-            return refcount == (3 if node().cached_tensor_outputs[i]._use_count() > 1 else 2)
+            return check(node(), i)
 
-        self.outputs_weakrefs = [Ref(self.cached_tensor_outputs[0], extra_ref_check=functools.partial(check_refcount, 0))]
+        self.outputs_weakrefs = [Asked(t, extra_ref_check=functools.partial(check_refcount, i))
+                                 for i, t in enumerate(self.cached_tensor_outputs)]
 
     def get_output_refcount(self, index: int) -> int:
         return sys.getrefcount(self.cached_tensor_outputs[index])
@@ -184,3 +223,61 @@ def test_what_was_found_of_a_node_no_longer_shown_is_let_go():
     assert sys.getrefcount(storage) == 3  # here, getrefcount's argument, and what the state found
     assert liveness(tree, manager) == [False]
     assert sys.getrefcount(storage) == 2  # no longer kept by the state
+
+
+HOLDERS = ["tensor", "tensor twice", "view", "storage", "nothing", "C++ (a .grad)", "C++ and a tensor", "C++ twice"]
+
+
+def hold(kind: str, tensor: torch.Tensor) -> list:
+    """What the caller keeps of an output: its tensor (once or twice), a view, its storage, the
+    tensor as a parameter's .grad (C++ holds it), or nothing."""
+    if kind == "tensor":
+        return [tensor]
+    if kind == "tensor twice":
+        return [tensor, tensor]
+    if kind == "view":
+        return [tensor[1:]]
+    if kind == "storage":
+        return [tensor.untyped_storage()]
+    if kind.startswith("C++"):
+        params = [torch.zeros(4, requires_grad=True) for _ in range(2 if kind == "C++ twice" else 1)]
+        for p in params:
+            p.grad = tensor
+        return params + ([tensor] if kind == "C++ and a tensor" else [])
+    return []
+
+
+@pytest.mark.parametrize("release", ["2.11", "2.15"])
+def test_liveness_read_without_asking_is_torchs_expired(monkeypatch, release):
+    """The observer reads an output's liveness without calling StorageWeakRefWrapper.expired(),
+    and gets what expired() says: torch's own wrapper, with the release's check_refcount on the
+    cached outputs, for outputs held in every way, a plain output beside each, and none."""
+    monkeypatch.setattr(manager_layout, "CPP_HELD_CACHED_OUTPUT_LIVE", release == "2.15")
+    node = CachedOutputsNode("a", outputs=len(HOLDERS), check=check_refcount_2_11 if release == "2.11" else check_refcount_2_15)
+    plain = [torch.zeros(4) for _ in HOLDERS]
+    node.outputs_weakrefs += [Asked(t) for t in plain] + [None]
+    cached = node.replay()
+    kept = [hold(kind, t) for kind, t in zip(HOLDERS * 2, cached + plain)]
+    del cached, plain
+    Asked.asked = 0
+    read = layout.outputs_live(node)
+    assert Asked.asked == 0
+    torch_says = [r is not None and not StorageWeakRefWrapper.expired(r) for r in node.outputs_weakrefs]
+    assert read == torch_says
+    # the releases differ for a cached output C++ holds and Python only through it
+    dead = {"storage", "nothing"} | ({"C++ (a .grad)", "C++ twice"} if release == "2.11" else set())
+    assert read == [kind not in dead for kind in HOLDERS] + [kind != "nothing" for kind in HOLDERS] + [False]
+    del kept
+
+
+def test_an_output_with_an_extra_check_and_no_cached_tensor_is_asked_expired():
+    """Where the node keeps no cached tensor for an output whose reference has an extra check (a
+    layout cgviz does not know), the observer calls expired() itself, at the baseline count."""
+    node = CUDAGraphNode("a", outputs=0)
+    tensor = torch.zeros(4)
+    storage = tensor.untyped_storage()  # the count at its baseline (2) for a cached output
+    node.outputs_weakrefs = [Asked(tensor, extra_ref_check=lambda: True)]
+    Asked.asked = 0
+    assert layout.outputs_live(node) == [False]
+    assert Asked.asked == 1
+    del storage

@@ -139,3 +139,13 @@ def test_the_layout_lists_every_private_name_the_observer_reads():
     assert {"current_node", "roots", "current_gen"} <= read  # the scan sees both files
     missing = sorted(read - listed_names())
     assert not missing, f"cgviz/observe reads {missing} without listing them in _torch_layout.CLASS_MEMBERS"
+
+
+def test_torch_c_counts_a_storages_users():
+    """The count the observer reads for an output's liveness, as StorageWeakRefWrapper.expired() does."""
+    count = getattr(torch._C, layout.STORAGE_USE_COUNT)
+    t = torch.zeros(2)
+    before = count(t.untyped_storage()._cdata)
+    view = t[1:]
+    assert count(t.untyped_storage()._cdata) == before + 1
+    del view

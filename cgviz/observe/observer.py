@@ -366,8 +366,8 @@ class TorchObserver:
         cloned = {(n, o) for n, o, _ in self._pending_cloned}
         for node in layout.path_to(current):
             cg_id = self.node_id(node)
-            for i, ref in enumerate(layout.output_refs(node)):
-                if layout.is_live(ref) and (cg_id, i) not in cloned:
+            for i, live in enumerate(layout.outputs_live(node)):
+                if live and (cg_id, i) not in cloned:
                     self._pending_invalidated.append([cg_id, i])
                     self._invalidated.add((cg_id, i))
 

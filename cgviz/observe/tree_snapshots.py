@@ -70,7 +70,7 @@ class TreeSnapshots:
         for node in nodes:
             key = id(node)
             shown.append(key)
-            shown.extend(layout.outputs_live(layout.output_refs(node), seen_dead.setdefault(key, {})))
+            shown.extend(layout.outputs_live(node, seen_dead.setdefault(key, {})))
         if len(seen_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
             self._seen_dead = {id(node): seen_dead[id(node)] for node in nodes}
         return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
@@ -85,12 +85,12 @@ class TreeSnapshots:
         fid = layout.node_function(node)
         meta = layout.output_metadata(node)
         outputs = []
-        for i, ref in enumerate(layout.output_refs(node)):
+        for i, (ref, alive) in enumerate(zip(layout.output_refs(node), layout.outputs_live(node))):
             m = meta[i] if i < len(meta) and isinstance(meta[i], dict) else {}
             if (cg_id, i) in invalidated:
                 state = "invalid"
             else:
-                state = "live" if layout.is_live(ref) else "dead"
+                state = "live" if alive else "dead"
             address = ref.data_ptr() if ref is not None else m.get("data_ptr")
             dtype = str(m.get("dtype", "")).removeprefix("torch.")
             outputs.append(OutputView(i, list(m.get("size", ())), dtype, int(m.get("nbytes", 0) or 0), address, state,

@@ -60,11 +60,11 @@ CLASS_MEMBERS: dict[str, tuple] = {
         "ids_to_funcs", "active_warmup_function", "demoted_cudagraph_managed_idxs", "cudagraph_managed_input_rerecord",
     ),
     "CUDAGraphNode": ("id", "graph", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
-                      "check_invariants", "device", "_record"),
+                      "cached_tensor_outputs", "check_invariants", "device", "_record"),
     "CheckInvariantStatus": ("StaticInputIdxMismatch", "CudagraphManagedIdxMismatch",
                              "ExpectedDeadIndicesBeforeGraphMismatch"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
-    "StorageWeakRefWrapper": ("expired", "ref"),
+    "StorageWeakRefWrapper": ("expired", "ref", "extra_ref_check"),
     "StorageWeakRef": ("cdata",),  # the wrapper's `ref` (torch.multiprocessing.reductions)
     "GraphID": ("id",),
     "FunctionID": ("id",),
@@ -123,6 +123,13 @@ SKIP_LOGGER_MODULES = (
 OUTPUT_CODE_MODULE = "torch._inductor.output_code"
 COMPILED_GRAPH_CLASS = "CompiledFxGraph"
 COMPILED_GRAPH_MEMBERS = ("post_compile", "current_callable", "fx_kwargs")
+# What StorageWeakRefWrapper.expired() counts: the users of an output's storage (torch._C).
+STORAGE_USE_COUNT = "_storage_Use_Count"
+# What torch's check_refcount (a cached output's extra check in StorageWeakRefWrapper.expired())
+# says of a cached output that C++ also holds (its tensor's _use_count() > 1): through 2.14 it is
+# expired when Python holds it once beyond the cache (a parameter's .grad, say); from 2.15 it is
+# live. (2.15 also detaches a stale grad_fn there first; the observer leaves that to torch.)
+CPP_HELD_CACHED_OUTPUT_LIVE = RELEASE >= (2, 15)
 # torch's count of its CUDA graph skips, and the compile id of the compilation under way.
 SKIP_COUNTER = ("torch._dynamo.utils", "counters", "inductor", "cudagraph_skips")
 COMPILE_CONTEXT = ("torch._guards", "CompileContext", "current_compile_id")
@@ -198,7 +205,7 @@ from cgviz.observe._torch_layout.compiling import (
 )
 from cgviz.observe._torch_layout.manager import (
     added_function_id, already_warm, cloned_outputs, compile_id, current_node, demoted_inputs, eager_cause,
-    function_label, generation_check, is_kernel_free, is_live, is_warmup, managed_input_limit_reached,
+    function_label, generation_check, is_kernel_free, is_warmup, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
     node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
     replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tree_capture,

@@ -7,10 +7,12 @@ import contextlib
 import sys
 from typing import Any, Callable, Optional
 
+import torch
+
 from cgviz.observe import frames
 from cgviz.observe._torch_layout import (
-    EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS, MANAGER_INIT, NODE_RECORD,
-    RUN_METHODS, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
+    CPP_HELD_CACHED_OUTPUT_LIVE, EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS,
+    MANAGER_INIT, NODE_RECORD, RUN_METHODS, STORAGE_USE_COUNT, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
 )
 from cgviz.observe.lookups import read
 from cgviz.observe.torch_words import device_name, torch_id_words
@@ -190,19 +192,25 @@ def output_metadata(node: Any) -> list:
     return list(getattr(node, "outputs_metadata", None) or [])
 
 
-def is_live(ref: Any) -> bool:
-    """An output's StorageWeakRefWrapper: live unless expired (what calling it checks first)."""
-    return ref is not None and not ref.expired()
+def outputs_live(node: Any, seen_dead: Optional[dict[int, tuple]] = None) -> list[bool]:
+    """Is each output of a node live, as torch's StorageWeakRefWrapper.expired() tells it, read
+    without calling it (it takes five Python calls per output, and 2.15's may detach a tensor).
 
+    expired() is true when the storage's use count is at its baseline (0, or 2 for an output torch
+    caches: the cache's storage object and tensor) and, for a cached output, check_refcount says
+    that only the cache holds its tensor (the same in every release 2.11 - 2.15). That check is
+    read here as each release makes it (CPP_HELD_CACHED_OUTPUT_LIVE); an output with no cached
+    tensor to read is asked expired() itself.
 
-def outputs_live(refs: list, seen_dead: dict[int, tuple]) -> list[bool]:
-    """`is_live` of each of a node's output references, without asking again those found expired
-    before (`seen_dead`: output index -> (the wrapper's weak storage reference, the storage it
-    pointed to) when found expired; newly expired ones are added). While the wrapper still points
-    to that storage, it is still expired: a storage whose use count fell to zero has no users
-    again, and a cached output gets users again only when torch runs its node, where the caller
-    drops the node's `seen_dead`. A wrapper pointed at another storage (`swap_weakref`, a new
-    wrapper) is asked."""
+    `seen_dead` (output index -> the wrapper's weak storage reference and the storage it pointed
+    to) keeps those found expired, which are not read again: while the wrapper points to that
+    storage it stays expired. A storage whose use count fell to zero has no users again, and a
+    cached output gets users again only when torch runs its node, where the caller drops the
+    node's `seen_dead`. A wrapper pointed at another storage (`swap_weakref`, a new wrapper) is read."""
+    refs = output_refs(node)
+    cached = getattr(node, "cached_tensor_outputs", None) or ()
+    seen_dead = {} if seen_dead is None else seen_dead
+    use_count, refcount, cpp_held_live = getattr(torch._C, STORAGE_USE_COUNT), sys.getrefcount, CPP_HELD_CACHED_OUTPUT_LIVE
     live = []
     for i, ref in enumerate(refs):
         if ref is None:
@@ -212,11 +220,24 @@ def outputs_live(refs: list, seen_dead: dict[int, tuple]) -> list[bool]:
         seen = seen_dead.get(i)
         if seen is not None and seen[0] is storage and seen[1] == storage.cdata:
             live.append(False)
-        elif ref.expired():
-            seen_dead[i] = (storage, storage.cdata)
-            live.append(False)
+            continue
+        if ref.extra_ref_check is None:
+            expired = use_count(storage.cdata) == 0
+        elif use_count(storage.cdata) != 2:
+            expired = False
+        elif i < len(cached) and cached[i] is not None:
+            # check_refcount: the cache's list entry and getrefcount's argument are 2 (no local
+            # may hold the tensor while it counts)
+            held = refcount(cached[i])
+            if cached[i]._use_count() > 1:
+                expired = False if cpp_held_live else held == 3
+            else:
+                expired = held == 2
         else:
-            live.append(True)
+            expired = ref.expired()
+        if expired:
+            seen_dead[i] = (storage, storage.cdata)
+        live.append(not expired)
     return live
 
 
