@@ -12,6 +12,7 @@ present from (until) it. Every other name must be in every recorded release.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import json
@@ -25,6 +26,7 @@ import pytest
 
 from cgviz.engine import _torch_compat as compat
 from cgviz.observe import _torch_layout as layout
+from cgviz.observe.releases import release as release_of
 from helpers import ROOT
 from torch_surface import (
     ALIASES,
@@ -609,6 +611,38 @@ def test_cuda_names_are_referenced_by_torch(need):
         f"{need}: torch {referenced[0]} references {sorted(names & load_surface(referenced[0]).c_names)}, "
         f"torch {', '.join(lost)} none of {sorted(names)}: a new name for CUDA_NAMES?"
     )
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_liveness_count_is_what_expired_counts(release):
+    """The observer reads outputs' liveness by the count StorageWeakRefWrapper.expired() reads."""
+    assert layout.STORAGE_USE_COUNT in load_surface(release).c_names_of(TREES)
+
+
+def cpp_held_check(source: str) -> ast.expr:
+    """In check_refcount (the extra check of a cached output): what it returns when C++ holds
+    the tensor too, the body of `if ...._use_count() > 1:`."""
+    check = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "check_refcount")
+    for node in ast.walk(check):
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Call)
+                and getattr(node.test.left.func, "attr", None) == "_use_count"):
+            return next(n.value for n in node.body if isinstance(n, ast.Return))
+    raise AssertionError("check_refcount has no `_use_count() > 1` branch")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_cached_output_cpp_holds_is_read_as_the_releases_check_refcount_says(release):
+    """CPP_HELD_CACHED_OUTPUT_LIVE, per release, against check_refcount's source: live (`return
+    False`, not expired) from 2.15; through 2.14, expired when one Python reference is beyond the
+    cache's (`return refcount == 3`)."""
+    folder = TORCH_SRC / release
+    if not (folder / TREES).is_file():
+        pytest.skip(f"no sources of torch {release} at {folder}")
+    returned = cpp_held_check((folder / TREES).read_text(encoding="utf-8"))
+    live = isinstance(returned, ast.Constant) and returned.value is False
+    assert live or ast.unparse(returned) == "refcount == 3"
+    since = release_of(release)[:2] >= layout.CPP_HELD_CACHED_OUTPUT_LIVE_SINCE
+    assert live == since, f"torch {release}: check_refcount returns {ast.unparse(returned)}"
 
 
 # -- the helpers for wrapper tests ----------------------------------------------------------------

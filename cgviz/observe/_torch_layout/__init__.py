@@ -129,7 +129,8 @@ STORAGE_USE_COUNT = "_storage_Use_Count"
 # says of a cached output that C++ also holds (its tensor's _use_count() > 1): through 2.14 it is
 # expired when Python holds it once beyond the cache (a parameter's .grad, say); from 2.15 it is
 # live. (2.15 also detaches a stale grad_fn there first; the observer leaves that to torch.)
-CPP_HELD_CACHED_OUTPUT_LIVE = RELEASE >= (2, 15)
+CPP_HELD_CACHED_OUTPUT_LIVE_SINCE = (2, 15)
+CPP_HELD_CACHED_OUTPUT_LIVE = RELEASE >= CPP_HELD_CACHED_OUTPUT_LIVE_SINCE
 # torch's count of its CUDA graph skips, and the compile id of the compilation under way.
 SKIP_COUNTER = ("torch._dynamo.utils", "counters", "inductor", "cudagraph_skips")
 COMPILE_CONTEXT = ("torch._guards", "CompileContext", "current_compile_id")
