@@ -30,6 +30,33 @@ def per_call_us(step: Callable[[], object], calls: int) -> float:
         gc.enable()
 
 
+def rotated(names: list[str], r: int) -> list[str]:
+    """The variants in round r's order: each starts a round in turn, so that none always runs
+    right after the same other one."""
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
+def interleaved(runs: dict[str, Callable[[], float]], max_rounds: int, seconds: float) -> dict[str, list[float]]:
+    """Each variant's figure from each round (a run returns it). The variants run in turn, in an
+    order that turns by one each round, with one garbage collection per round and none inside
+    it; the first round always runs, no other starts after `seconds`. Many short rounds: a ratio paired within a round is not
+    moved by the machine's slower drifts."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    deadline = time.monotonic() + seconds
+    for r in range(max_rounds):
+        if r and time.monotonic() >= deadline:
+            break
+        gc.collect()
+        gc.disable()
+        try:
+            for name in rotated(list(runs), r):
+                samples[name].append(runs[name]())
+        finally:
+            gc.enable()
+    return samples
+
+
 def quartiles(xs: list[float], digits: int = 3) -> list[float]:
     q = statistics.quantiles(xs, n=4)
     return [round(q[0], digits), round(q[2], digits)]
@@ -57,6 +84,11 @@ def medians(samples: dict[str, list[float]]) -> dict:
     """Each variant's median and quartiles."""
     return {"median": {k: round(statistics.median(v), 3) for k, v in samples.items()},
             "quartiles": {k: quartiles(v) for k, v in samples.items()}}
+
+
+def summary(samples: dict[str, list[float]], ratios: dict[str, tuple[str, str]]) -> dict:
+    """Medians and quartiles, and each named ratio paired round by round."""
+    return medians(samples) | {"ratios": {name: paired(samples[a], samples[b]) for name, (a, b) in ratios.items()}}
 
 
 def emit(result: dict, out: Optional[str]) -> None:

@@ -1,53 +1,45 @@
 """Per-call overhead on the GPU: cgviz's replay path beside raw CUDA graphs and torch's own trees.
 
 Every variant runs the same small function, `(x * 2 + 1).relu()` on 16 floats, in one
-process; each figure is the median over repetitions of (time for N calls + one
-synchronize) / N (N / 20 with `values=True`, which reads every output back). Prints one JSON object; `--out PATH` also writes it to a file.
+process, in many short rounds: in each, every variant times N calls and one synchronize (N / 20,
+at least 10, with `values=True`, which reads every output back) after a few untimed calls, in an
+order that turns by one each round, the garbage collector collected once per round and off
+inside it; no round starts after --seconds. Each figure: the median over rounds of the time per
+call, with quartiles; each ratio: the median of the per-round ratios with their quartiles and
+the 95 % interval of that median. Prints one JSON object; `--out PATH` also writes it to a file.
 
-usage: python benchmarks/overhead.py [--calls N] [--repeats R] [--out PATH]
+usage: python benchmarks/overhead.py [--calls N] [--rounds R] [--seconds S] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import json
 import platform
 import statistics
 import sys
 import time
+from functools import partial
 from typing import Callable
 
 import torch
-from _stats import paired, quartiles
+from _stats import emit, interleaved, paired, quartiles
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
     return (x * 2 + 1).relu()
 
 
-def per_call_us(step: Callable[[], object], calls: int, repeats: int) -> float:
-    """Median over `repeats` of the wall time per call of `calls` calls (GPU work included).
-
-    The garbage collector is off while timing, as `timeit` does, so a collection caused by
-    one variant's garbage is not charged to another.
-    """
-    for _ in range(20):
+def chunk_us(step: Callable[[], object], calls: int) -> float:
+    """µs per call of `calls` calls and one synchronize, after a few untimed calls (the caller
+    keeps the garbage collector off)."""
+    for _ in range(5):
         step()
     torch.cuda.synchronize()
-    samples = []
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            start = time.perf_counter_ns()
-            for _ in range(calls):
-                step()
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter_ns() - start) / calls / 1000)
-    finally:
-        gc.enable()
-    return statistics.median(samples)
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - start) / calls / 1000
 
 
 def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:
@@ -112,8 +104,9 @@ def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--calls", type=int, default=200, help="calls per variant and round")
+    parser.add_argument("--rounds", type=int, default=2000, help="at most this many rounds")
+    parser.add_argument("--seconds", type=float, default=60, help="no round starts after this")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -122,12 +115,8 @@ def main(argv=None) -> int:
     x = torch.randn(16, device="cuda")
     runs = variants(x)
     trees = {k: runs.pop(k) for k in [k for k in runs if k.startswith("_tree_")]}
-    # interleave repetitions of all variants so drift affects them alike
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(args.repeats):
-        for name, step in runs.items():
-            calls = args.calls if "values" not in name else max(args.calls // 20, 50)
-            samples[name].append(per_call_us(step, calls, 1))
+    samples = interleaved({name: partial(chunk_us, step, args.calls if "values" not in name else max(args.calls // 20, 10))
+                           for name, step in runs.items()}, args.rounds, args.seconds)
     medians = {name: round(statistics.median(v), 2) for name, v in samples.items()}
     for level, tree in trees.items():
         kinds = tree.trace.counts() if tree.trace_level else {}
@@ -146,7 +135,7 @@ def main(argv=None) -> int:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "calls": args.calls,
-        "repeats": args.repeats,
+        "rounds": len(samples["cgviz_trace_None"]),
         "per_call_us": medians,
         "quartiles_us": quartiles_us,
         "paired_ratios": {
@@ -168,11 +157,7 @@ def main(argv=None) -> int:
         "goals": {"cgviz_None_vs_raw_copy_replay": "<= 1.25", "cgviz_events_vs_None": "<= 1.15",
                   "cgviz_full_vs_None": "<= 1.5", "cgviz_None_vs_torch_tree_manager": "<= 0.6"},
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(result, args.out)
     return 0
 
 

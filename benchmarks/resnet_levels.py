@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import platform
 import sys
 import time
@@ -34,19 +33,7 @@ from functools import partial
 from typing import Callable
 
 import torch
-from _stats import emit, medians, paired, per_call_us
-
-
-def rotated(names: list[str], r: int) -> list[str]:
-    """The variants in round r's order: each starts a round in turn, so that none always runs
-    right after the same other one."""
-    k = r % len(names)
-    return names[k:] + names[:k]
-
-
-def summary(samples: dict[str, list[float]], ratios: dict[str, tuple[str, str]]) -> dict:
-    """Medians and quartiles, and each named ratio paired round by round."""
-    return medians(samples) | {"ratios": {name: paired(samples[a], samples[b]) for name, (a, b) in ratios.items()}}
+from _stats import emit, interleaved, per_call_us, rotated, summary
 
 
 def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
@@ -152,18 +139,7 @@ def inference(args: argparse.Namespace, result: dict) -> None:
 def training(args: argparse.Namespace, result: dict) -> None:
     trains, warm = training_variants(args.chunk)
     warm()
-    samples: dict[str, list[float]] = {name: [] for name in trains}
-    deadline = time.monotonic() + args.seconds
-    for r in range(args.train_rounds):
-        if time.monotonic() > deadline:
-            break
-        gc.collect()
-        gc.disable()
-        try:
-            for name in rotated(list(trains), r):
-                samples[name].append(trains[name]())
-        finally:
-            gc.enable()
+    samples = interleaved(trains, args.train_rounds, args.seconds)
     result["training_ms_per_step"] = summary(samples, {
         "hooks_only_vs_no_observer": ("hooks_only", "no_observer"), "events_vs_no_observer": ("events", "no_observer"),
         "full_vs_no_observer": ("full", "no_observer")})

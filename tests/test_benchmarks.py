@@ -77,3 +77,30 @@ def test_a_paired_ratio_says_how_sure_its_median_is():
         assert len(result["per_round"]) == 8
     assert steady["ci95"][1] - steady["ci95"][0] < scattered["ci95"][1] - scattered["ci95"][0]
     assert steady["ci95"][0] >= 1.0 and steady["ci95"][1] <= 1.02
+
+
+def test_interleaved_rounds_turn_the_order_and_stop_on_time():
+    """Each round runs every variant once, the first one turning by one each round, with the
+    garbage collector off inside a round; rounds stop at the count, or when the time is up."""
+    import gc
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from _stats import interleaved
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    order: list[str] = []
+
+    def run(name: str):
+        def timed() -> float:
+            order.append(name)
+            assert not gc.isenabled()
+            return float(len(order))
+        return timed
+
+    samples = interleaved({"a": run("a"), "b": run("b"), "c": run("c")}, 4, 60.0)
+    assert order == list("abc" "bca" "cab" "abc")
+    assert samples == {"a": [1.0, 6.0, 8.0, 10.0], "b": [2.0, 4.0, 9.0, 11.0], "c": [3.0, 5.0, 7.0, 12.0]}
+    assert gc.isenabled()
+    order.clear()
+    assert interleaved({"a": run("a")}, 1000, 0.0) == {"a": [1.0]}  # a round started at once; no other
