@@ -13,19 +13,25 @@ import time
 from typing import Callable, Optional
 
 
-def per_call_us(step: Callable[[], object], calls: int) -> float:
-    """µs per call of `calls` calls and one synchronize, the garbage collector off (as timeit)."""
+def timed_us(step: Callable[[], object], calls: int) -> float:
+    """µs per call of `calls` calls and one synchronize (the caller decides about the garbage
+    collector)."""
     import torch
 
     torch.cuda.synchronize()
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - start) / calls / 1000
+
+
+def per_call_us(step: Callable[[], object], calls: int) -> float:
+    """`timed_us` with the garbage collector collected first and off while timing (as timeit)."""
     gc.collect()
     gc.disable()
     try:
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            step()
-        torch.cuda.synchronize()
-        return (time.perf_counter_ns() - start) / calls / 1000
+        return timed_us(step, calls)
     finally:
         gc.enable()
 

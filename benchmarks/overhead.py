@@ -17,12 +17,11 @@ import argparse
 import platform
 import statistics
 import sys
-import time
 from functools import partial
 from typing import Callable
 
 import torch
-from _stats import emit, interleaved, paired, quartiles
+from _stats import emit, interleaved, paired, quartiles, timed_us
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
@@ -34,12 +33,7 @@ def chunk_us(step: Callable[[], object], calls: int) -> float:
     keeps the garbage collector off)."""
     for _ in range(5):
         step()
-    torch.cuda.synchronize()
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter_ns() - start) / calls / 1000
+    return timed_us(step, calls)
 
 
 def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:

@@ -28,12 +28,11 @@ import argparse
 import contextlib
 import platform
 import sys
-import time
 from functools import partial
 from typing import Callable
 
 import torch
-from _stats import emit, interleaved, per_call_us, rotated, summary
+from _stats import emit, interleaved, per_call_us, rotated, summary, timed_us
 
 
 def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
@@ -105,11 +104,7 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
             steps aside); the caller holds the garbage collector off."""
             with watching():
                 train(2)
-                torch.cuda.synchronize()
-                start = time.perf_counter_ns()
-                train(chunk)
-                torch.cuda.synchronize()
-                return (time.perf_counter_ns() - start) / chunk / 1e6
+                return timed_us(lambda: train(chunk), 1) / chunk / 1000
         return run
 
     variants = {"no_observer": timed(contextlib.nullcontext), "hooks_only": timed(hooks_only),
