@@ -371,6 +371,9 @@ def _info(args: argparse.Namespace) -> int:
     _say("private torch functions used by the cuda backend:")
     for need, found in _torch_compat.FOUND.items():
         _say(f"  {need:<38} {found or 'missing'}")
+    guard = _torch_compat.signature_guard((torch.zeros(1),)) is not None
+    _say(f"  {'signature check on replay':<38} "
+         f"{'TensorGuards (C++)' if guard else 'missing: each call builds its signature in Python'}")
     return 0
 
 

@@ -78,6 +78,7 @@ def test_info_lists_versions_and_backends(runs):
     assert "cgviz " in out and "torch " in out
     assert "sim   available" in out
     assert "begin_allocate_to_pool" in out
+    assert "signature check on replay" in out and "TensorGuards (C++)" in out
 
 
 @pytest.mark.skipif(not HAVE_IO, reason="cgviz/trace/io.py is not there yet")

@@ -106,6 +106,31 @@ def missing_cuda_names() -> list[str]:
 storage_use_count = _C._storage_Use_Count
 
 
+try:  # dynamo's C++ tensor check (type, dispatch keys, dtype, device, requires_grad, sizes, strides)
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # a build without dynamo
+    _TensorGuards = None
+
+
+def signature_guard(tensors: tuple) -> Optional[Callable[..., bool]]:
+    """A check, in C++, that a call's tensors match `tensors` in Python type, dispatch keys,
+    dtype, device, requires_grad, sizes and strides: true only where cgviz's signature key
+    would be equal too (it may be false where the key is equal: a subclass, inference mode).
+    It raises TypeError for another number of arguments. None where torch has no such check
+    or will not build it for these tensors."""
+    if _TensorGuards is None:
+        return None
+    try:
+        guard = _TensorGuards(
+            *tensors,
+            dynamic_dims_sizes=[list(t.shape) for t in tensors],
+            dynamic_dims_strides=[list(t.stride()) for t in tensors],
+        )
+        return guard.check
+    except Exception:  # another constructor signature: go without the shortcut
+        return None
+
+
 def storage_id(storage: Any) -> int:
     """A stable integer identity of an UntypedStorage's StorageImpl."""
     return storage._cdata

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from cgviz._torch import rules as R
+from cgviz.engine import _torch_compat as compat
 from cgviz.engine.function import (
     MODES, TreeFunction, Variant, check_static, describe_signature, first_unsupported,
 )
@@ -63,6 +64,7 @@ def new_variant(fn: TreeFunction, args: tuple, key: tuple, index: int, unsupport
             raise IndexError(f"{fn.name}: static input index {i} is out of range for {len(args)} inputs")
     variant = Variant(index, fn, key, describe_signature(args))
     variant.grad_inputs = tuple(i for i, a in enumerate(args) if a.requires_grad)
+    variant.matches = compat.signature_guard(args)
     why = first_unsupported(args, {}, unsupported_input, check_grad=False)
     if why is not None:
         variant.eager_reason = f"{fn.name} runs eagerly: {why}"

@@ -29,6 +29,7 @@ class Variant:
     mutated: frozenset[int] = frozenset()  # inputs it writes in place (seen at warmup)
     limited: bool = False  # went past rerecord_limit somewhere in the tree
     fast: bool = False  # warmed up, no mutated inputs, under the limit: the replay fast path may take it
+    matches: Optional[Callable[..., bool]] = None  # args -> same signature, in C++ (None: torch has no such check)
 
     def refresh(self) -> None:
         """Recompute `fast` after what the tree knows of the variant changed."""
@@ -58,6 +59,7 @@ class TreeFunction:
         self.mode = mode
         self.variants: dict[tuple, Variant] = {}
         self.graphed_signatures = 0  # variants allowed graphs (counted against shape_limit)
+        self.latest: Optional[Variant] = None  # the variant of the latest call: checked first
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -294,11 +294,14 @@ class Tree:
             # durations are only recorded in steps: no clock reading when nothing is traced
             start = 0.0 if self._recorder.level is None else time.perf_counter()
             try:
-                key = None if kwargs else signature_key(args)
-                if key is None:
-                    why = first_unsupported(args, kwargs, self.backend.unsupported_input)
-                    return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why}", start)
-                variant = fn.variants.get(key) or self._new_variant(fn, args, key)
+                variant = fn.latest
+                if kwargs or variant is None or variant.matches is None or len(args) != len(variant.key) \
+                        or not variant.matches(*args):
+                    key = None if kwargs else signature_key(args)
+                    if key is None:
+                        why = first_unsupported(args, kwargs, self.backend.unsupported_input)
+                        return self._eager(fn, None, args, kwargs, f"{fn.name} runs eagerly: {why}", start)
+                    variant = fn.latest = fn.variants.get(key) or self._new_variant(fn, args, key)
                 if variant.grad_inputs and torch.is_grad_enabled():
                     reason = f"{fn.name} runs eagerly: {grad_reason(variant.grad_inputs[0])}"
                     return self._eager(fn, variant, args, {}, reason, start)
