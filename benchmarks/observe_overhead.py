@@ -1,22 +1,25 @@
 """Per-call cost of a torch.compile(mode="reduce-overhead") model with and without the observer.
 
-Interleaved repetitions in one process; medians of (time for N calls + synchronize) / N, GC off
-while timing. Prints one JSON object. Needs a CUDA device.
+Many short rounds in one process: in each, every variant times N calls and one synchronize after
+a few untimed calls, in an order that turns by one each round, the garbage collector collected
+once per round and off inside it; no round starts after --seconds. Each ratio is the median of
+the per-round ratios, with quartiles and the 95 % interval of that median. Prints one JSON
+object. Needs a CUDA device.
 
-usage: python benchmarks/observe_overhead.py [--calls N] [--repeats R] [--out PATH]
+usage: python benchmarks/observe_overhead.py [--calls N] [--rounds R] [--seconds S] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import statistics
+import platform
 import sys
 import time
+from typing import Callable
 
 import torch
-from _stats import per_call_us
+from _stats import emit, interleaved, medians, paired, timed_us
 
 
 # What Python costs inside a compiled call: plain wrappers on the three manager methods a
@@ -54,24 +57,40 @@ def probe_wrappers(noop_calls: int, clock: bool):
             setattr(manager, name, original)
 
 
-def one_round(call, calls: int, start_observing, stop_observing) -> tuple[dict[str, float], object]:
-    """Per-call times of every variant, one after the other; and the observer of this round."""
-    times = {"without_observer": per_call_us(call, calls)}
-    observer = start_observing("events")
-    try:
-        times["observer_events"] = per_call_us(call, calls)
-    finally:
-        stop_observing(observer)
-    for name, (noop_calls, clock) in PROBES.items():
-        with probe_wrappers(noop_calls, clock):
-            times[name] = per_call_us(call, calls)
-    return times, observer
+def variants(call, calls: int, start_observing, stop_observing) -> tuple[dict[str, Callable[[], float]], list]:
+    """Each variant times `calls` calls after 5 untimed ones (µs per call); the observer variant
+    observes only its own chunk. The list collects each round's observer."""
+    observers: list = []
+
+    def chunk() -> float:
+        for _ in range(5):
+            call()
+        return timed_us(call, calls)
+
+    def observed() -> float:
+        observer = start_observing("events")
+        try:
+            return chunk()
+        finally:
+            stop_observing(observer)
+            observers.append(observer)
+
+    def probed(noop_calls: int, clock: bool) -> Callable[[], float]:
+        def run() -> float:
+            with probe_wrappers(noop_calls, clock):
+                return chunk()
+        return run
+
+    runs = {"without_observer": chunk, "observer_events": observed}
+    runs |= {name: probed(*probe) for name, probe in PROBES.items()}
+    return runs, observers
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--calls", type=int, default=200, help="calls per variant and round")
+    parser.add_argument("--rounds", type=int, default=2000, help="at most this many rounds")
+    parser.add_argument("--seconds", type=float, default=60, help="no round starts after this")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -90,33 +109,28 @@ def main(argv=None) -> int:
         def call():
             compiled(x)
 
-        samples: dict[str, list[float]] = {}
-        for round_ in range(args.repeats + 1):
-            times, observer = one_round(call, args.calls, start_observing, stop_observing)
-            if round_ > 0:  # the first round only warms the machine: a freshly started one drifts
-                for name, value in times.items():
-                    samples.setdefault(name, []).append(value)
-        steps = len(observer.trace.steps)
-    med = {k: round(statistics.median(v), 2) for k, v in samples.items()}
+        runs, observers = variants(call, args.calls, start_observing, stop_observing)
+        samples = interleaved(runs, args.rounds, args.seconds)
+    kinds = observers[-1].trace.counts()
+    if not kinds.get("execute"):
+        raise RuntimeError(f"the observed loop made no execute step ({kinds})")
+    base = samples["without_observer"]
     result = {
         "benchmark": "observe_overhead",
         "model": "Linear(64,64)-ReLU-Linear(64,64), batch 32, torch.compile(mode='reduce-overhead'), no_grad",
-        "unit": "microseconds per call (median)",
+        "unit": "microseconds per call",
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
+        "python": platform.python_version(),
         "calls": args.calls,
-        "repeats": args.repeats,
-        "per_call_us": med,
-        "observer_extra": round(med["observer_events"] / med["without_observer"] - 1, 4),
-        "probes_extra_us": {name: round(med[name] - med["without_observer"], 2) for name in PROBES},
-        "goal": "observer_extra <= 0.10",
-        "steps_in_last_observed_run": steps,
+        "rounds": len(base),
+        **medians(samples),
+        "observer_events_vs_without": paired(samples["observer_events"], base),
+        "probes_extra_us": {name: paired(samples[name], base, lambda a, b: a - b) for name in PROBES},
+        "goal": "observer_events_vs_without <= 1.10",
+        "steps_in_last_observed_chunk": kinds,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(result, args.out)
     return 0
 
 

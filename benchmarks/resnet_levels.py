@@ -19,7 +19,7 @@ how sure the ratio is. Training stops starting rounds after --seconds. Prints on
 `--out PATH` also writes it.
 
 usage: python benchmarks/resnet_levels.py [--calls N] [--rounds R] [--chunk N] [--train-rounds R]
-       [--seconds S] [--parts inference,training] [--out PATH]
+       [--seconds S] [--parts inference,training] [--observed hooks_only,events,full] [--out PATH]
 """
 
 from __future__ import annotations
@@ -131,15 +131,18 @@ def inference(args: argparse.Namespace, result: dict) -> None:
     result["inference_calls_per_round"] = args.calls
 
 
+OBSERVED = ("hooks_only", "events", "full")
+
+
 def training(args: argparse.Namespace, result: dict) -> None:
     trains, warm = training_variants(args.chunk)
+    trains = {name: run for name, run in trains.items() if name == "no_observer" or name in args.observed}
     warm()
     samples = interleaved(trains, args.train_rounds, args.seconds)
     result["training_ms_per_step"] = summary(samples, {
-        "hooks_only_vs_no_observer": ("hooks_only", "no_observer"), "events_vs_no_observer": ("events", "no_observer"),
-        "full_vs_no_observer": ("full", "no_observer")})
+        f"{name}_vs_no_observer": (name, "no_observer") for name in OBSERVED if name in trains})
     result["training_steps_per_round"] = args.chunk
-    result["training_rounds"] = len(samples["full"])
+    result["training_rounds"] = len(samples["no_observer"])
 
 
 def main(argv: list[str]) -> int:
@@ -150,11 +153,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--train-rounds", type=int, default=150)
     parser.add_argument("--seconds", type=float, default=240, help="no training round starts after this")
     parser.add_argument("--parts", default="inference,training")
+    parser.add_argument("--observed", default=",".join(OBSERVED),
+                        help="training variants beside no observer (fewer: more rounds in --seconds)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
     if not set(parts) <= {"inference", "training"}:
         parser.error(f"--parts takes inference and/or training, not {args.parts!r}")
+    args.observed = args.observed.split(",")
+    if not set(args.observed) <= set(OBSERVED):
+        parser.error(f"--observed takes some of {', '.join(OBSERVED)}, not {','.join(args.observed)!r}")
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
               "rounds": args.rounds}
     if "inference" in parts:
