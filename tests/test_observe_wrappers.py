@@ -27,10 +27,13 @@ class Manager:
 class Observer:
     """An active observer that takes every event and does nothing with it."""
 
-    in_call = False
+    depth = 0
     level = "events"
     read_kernels = False
     decisions = 0
+
+    def watch_call(self, run, manager, args, kwargs):
+        return run(manager, *args, **kwargs)
 
     def __getattr__(self, name):
         return lambda *args, **kwargs: None

@@ -63,22 +63,9 @@ def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], since: st
 # -- the wrappers ---------------------------------------------------------------------------------
 def wrap_run(original: Callable) -> Callable:
     def run(self, *args, **kwargs):
-        if not ACTIVE or ACTIVE[-1].in_call:  # torch's run() calling itself: the outer call watches
+        if not ACTIVE or ACTIVE[-1].depth:  # torch's run() calling itself: the outer call watches
             return original(self, *args, **kwargs)
-        obs = ACTIVE[-1]
-        function_id = _arg(args, kwargs, 1, "function_id")
-        start = time.perf_counter() if obs.level == "full" else None  # no clock on the replay loop
-        before = obs.call_began()
-        try:
-            out = original(self, *args, **kwargs)
-        except Exception as exc:
-            obs.call_ended(self, function_id, before, start, exc)
-            raise
-        except BaseException:
-            obs.call_ended(self, function_id, obs.decisions + 1, start)  # nothing to say: only unwind
-            raise
-        obs.call_ended(self, function_id, before, start)
-        return out
+        return ACTIVE[-1].watch_call(original, self, args, kwargs)
     return run
 
 

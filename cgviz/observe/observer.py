@@ -15,7 +15,7 @@ import time
 import weakref
 from collections import Counter
 from functools import partial
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -79,7 +79,7 @@ class TorchObserver:
         self._notes: list[str] = []  # re-record reasons and warnings for the next step
         self._pending_invalidated: list[list[int]] = []
         self._pending_cloned: list[tuple[int, int, int]] = []  # (node, output, bytes) cloned at this generation
-        self._depth = 0
+        self.depth = 0  # run() calls of the tree manager under way (torch's run() calls itself)
         self._events = 0
         self.log = StepLog(self.trace.steps)
         self._parents: dict[int, Optional[int]] = {}  # cgviz node id -> parent's
@@ -112,7 +112,7 @@ class TorchObserver:
     @property
     def in_call(self) -> bool:
         """Inside the tree manager's run() (its skip messages are about the call's function)."""
-        return self._depth > 0
+        return self.depth > 0
 
     def node_id(self, node: Any) -> Optional[int]:
         if node is None:
@@ -199,7 +199,7 @@ class TorchObserver:
         """torch replayed a node: noted raw at "events" (its step's parts, made at its first
         replay), made into a step at once at "full"."""
         if self.raw.manager_id == id(manager) or self.raw_manager(manager):
-            self.raw.note(self._replay_parts(manager, node))
+            self.raw.note(self._replay_steps.get(id(node)) or self._replay_parts(manager, node))
         else:
             self.snapshots.ran(node)
             self._add_replay(manager, self._replay_parts(manager, node), start)
@@ -400,15 +400,30 @@ class TorchObserver:
         self.step("error", naming.overwritten_reason(exc), managers[-1] if managers else None)
 
     # -- a call of the manager's run() ---------------------------------------------------------------
-    def call_began(self) -> int:
-        """The outermost run() of a call begins; returns the decisions seen so far."""
-        self._depth += 1
-        return self._events + len(self.raw.events)  # self.decisions, on every call of the loop
+    def watch_call(self, run: Callable, manager: Any, args: tuple, kwargs: dict) -> Any:
+        """torch's outermost run() of a call (`run(manager, *args, **kwargs)`), watched: a call
+        that raised, or that torch ran without a decision, becomes a step. Every call of the
+        user's loop comes through here: it reads no clock below "full" and makes no other call
+        when the call made a decision."""
+        function_id = args[1] if len(args) > 1 else kwargs.get("function_id")
+        start = time.perf_counter() if self.level == "full" else None
+        before = self._events + len(self.raw.events)  # self.decisions
+        self.depth += 1
+        try:
+            out = run(manager, *args, **kwargs)
+        except Exception as exc:
+            self.call_ended(manager, function_id, before, start, exc)
+            raise
+        except BaseException:
+            self.call_ended(manager, function_id, before - 1, start)  # nothing to say: only unwind
+            raise
+        self.call_ended(manager, function_id, before, start)
+        return out
 
     def call_ended(self, manager: Any, function_id: Any, decisions_before: int, start: Optional[float],
                    error: Optional[BaseException] = None) -> None:
         """After the outermost run() of a call: an error, or a call torch ran without a decision."""
-        self._depth -= 1
+        self.depth -= 1
         if self._adding and self._adding[-1] == id(manager) and function_id is not None:
             self._added.add((id(manager), function_id))  # its first call, inside add_function (it may raise)
         if error is None and self._events + len(self.raw.events) != decisions_before:
