@@ -2,9 +2,10 @@
 path timed alone, beside the whole call and a hand-written copy + replay.
 
 The parts are the same calls the tree makes for `(x * 2 + 1).relu()` on 16 floats in a steady
-loop (a root path ended, then replayed): the call's lock, the input signature and its lookup,
-ending the path (its outputs' liveness), the replay itself through the CUDA backend (input copy,
-graph launch, the cached output), and the node's bookkeeping. Each figure is the minimum over
+loop (a root path ended, then replayed): the call's lock, the input signature check (and, apart,
+the key and lookup a call pays when that check fails), ending the path (its outputs' liveness),
+the replay itself through the CUDA backend (input copy, graph launch, the cached output), and the
+node's bookkeeping. Each figure is the minimum over
 rounds of the mean over N calls (timeit's way: the least disturbed run), in ns. Prints one JSON
 object; `--out PATH` also writes it.
 
@@ -47,7 +48,6 @@ def main(argv=None) -> int:
     node = tree.nodes[-1]
     variant = next(iter(f.variants.values()))
     backend = tree.backend
-    key = signature_key((x,))
     lock = threading.Lock()
 
     static_x = x.clone()
@@ -74,8 +74,9 @@ def main(argv=None) -> int:
         "graph.replay() alone": graph.replay,
         "lock acquire + release": lock_pair,
         "thread id": threading.get_ident,
-        "input signature": lambda: signature_key((x,)),
-        "signature lookup": lambda: f.variants.get(key),
+        "input signature check (the latest call's, in C++)": (
+            (lambda: variant.matches(x)) if variant.matches is not None else (lambda: f.variants.get(signature_key((x,))))),
+        "signature key + lookup (where that check fails)": lambda: f.variants.get(signature_key((x,))),
         "grad mode": torch.is_grad_enabled,
         "path liveness (outputs dead)": node.path_is_live,
         "backend replay (copy, launch, cached output)": lambda: backend.replay(node.graph, (x,), node.copy_inputs),
@@ -90,7 +91,8 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
     python_parts = [k for k in parts if k not in ("whole call, trace=None", "copy + replay by hand",
                                                     "graph.replay() alone",
-                                                    "backend replay (copy, launch, cached output)")]
+                                                    "backend replay (copy, launch, cached output)",
+                                                    "signature key + lookup (where that check fails)")]
     result = {
         "benchmark": "replay_path",
         "unit": "ns per call (min over rounds of the mean)",
