@@ -403,8 +403,8 @@ class TorchObserver:
     def watch_call(self, run: Callable, manager: Any, args: tuple, kwargs: dict) -> Any:
         """torch's outermost run() of a call (`run(manager, *args, **kwargs)`), watched: a call
         that raised, or that torch ran without a decision, becomes a step. Every call of the
-        user's loop comes through here: it reads no clock below "full" and makes no other call
-        when the call made a decision."""
+        user's loop comes through here, in place of several small calls: below "full" it reads
+        no clock."""
         function_id = args[1] if len(args) > 1 else kwargs.get("function_id")
         start = time.perf_counter() if self.level == "full" else None
         before = self._events + len(self.raw.events)  # self.decisions
