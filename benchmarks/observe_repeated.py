@@ -8,12 +8,13 @@ each), the number of nodes in torch's tree, and the steps the observations made 
 (a record there means torch recorded again while observed). Prints one JSON object; `--out
 PATH` also writes it. Needs a CUDA device.
 
-usage: python benchmarks/observe_repeated.py [--observations N,N,...] [--calls-each C] [--out PATH]
+usage: python benchmarks/observe_repeated.py [--observations N,N,...] [--calls-each C] [--collect] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import platform
 import statistics
 import sys
@@ -39,6 +40,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--observations", default="10,50,100,200,400", help="checkpoints, in observations made")
     parser.add_argument("--calls-each", type=int, default=5, help="calls inside each observation")
+    parser.add_argument("--collect", action="store_true",
+                        help="collect garbage after each observation (a stopped observer lives in "
+                             "reference cycles until the collector runs)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -74,6 +78,9 @@ def main(argv=None) -> int:
                 managers = observer.managers or managers
                 kinds.update({k: v for k, v in observer.trace.counts().items() if v})
                 made += 1
+                del observer
+                if args.collect:
+                    gc.collect()
             rows.append({"observations": made, "us_per_call": unobserved_us(),
                          "torch_tree_nodes": tree_nodes(managers), "steps_so_far": dict(kinds)})
     base = rows[0]["us_per_call"]
@@ -84,6 +91,7 @@ def main(argv=None) -> int:
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "collected_after_each": args.collect,
         "before_importing_the_observer_us": before_import,
         "checkpoints": rows,
         "slowest_vs_before_observing": round(max(r["us_per_call"] for r in rows) / base, 3),
