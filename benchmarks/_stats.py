@@ -26,6 +26,14 @@ def timed_us(step: Callable[[], object], calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1000
 
 
+def warmed_us(step: Callable[[], object], calls: int, warm: int = 5) -> float:
+    """`timed_us` after `warm` untimed calls (a round's chunk; the caller keeps the garbage
+    collector off)."""
+    for _ in range(warm):
+        step()
+    return timed_us(step, calls)
+
+
 def per_call_us(step: Callable[[], object], calls: int) -> float:
     """`timed_us` with the garbage collector collected first and off while timing (as timeit)."""
     gc.collect()

@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 import torch
-from _stats import emit, interleaved, medians, paired, timed_us
+from _stats import emit, interleaved, medians, paired, warmed_us
 
 
 # What Python costs inside a compiled call: plain wrappers on the three manager methods a
@@ -63,9 +63,7 @@ def variants(call, calls: int, start_observing, stop_observing) -> tuple[dict[st
     observers: list = []
 
     def chunk() -> float:
-        for _ in range(5):
-            call()
-        return timed_us(call, calls)
+        return warmed_us(call, calls)
 
     def observed() -> float:
         observer = start_observing("events")

@@ -21,19 +21,11 @@ from functools import partial
 from typing import Callable
 
 import torch
-from _stats import emit, interleaved, paired, quartiles, timed_us
+from _stats import emit, interleaved, paired, quartiles, warmed_us
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
     return (x * 2 + 1).relu()
-
-
-def chunk_us(step: Callable[[], object], calls: int) -> float:
-    """µs per call of `calls` calls and one synchronize, after a few untimed calls (the caller
-    keeps the garbage collector off)."""
-    for _ in range(5):
-        step()
-    return timed_us(step, calls)
 
 
 def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:
@@ -109,7 +101,7 @@ def main(argv=None) -> int:
     x = torch.randn(16, device="cuda")
     runs = variants(x)
     trees = {k: runs.pop(k) for k in [k for k in runs if k.startswith("_tree_")]}
-    samples = interleaved({name: partial(chunk_us, step, args.calls if "values" not in name else max(args.calls // 20, 10))
+    samples = interleaved({name: partial(warmed_us, step, args.calls if "values" not in name else max(args.calls // 20, 10))
                            for name, step in runs.items()}, args.rounds, args.seconds)
     medians = {name: round(statistics.median(v), 2) for name, v in samples.items()}
     for level, tree in trees.items():
