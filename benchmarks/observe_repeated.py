@@ -24,18 +24,6 @@ import torch
 from _stats import emit, timed_us
 
 
-def tree_nodes(managers: list) -> int:
-    """The recorded nodes in the trees of `managers`."""
-    from cgviz.observe import _torch_layout as layout
-
-    count, todo = 0, [n for m in managers for n in layout.roots(m)]
-    while todo:
-        node = todo.pop()
-        count += 1
-        todo.extend(layout.node_children(node))
-    return count
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--observations", default="10,50,100,200,400", help="checkpoints, in observations made")
@@ -64,6 +52,7 @@ def main(argv=None) -> int:
         for _ in range(50):
             call()
         before_import = unobserved_us()
+        from cgviz.observe import _torch_layout as layout
         from cgviz.observe.torch_compile import start_observing, stop_observing
 
         rows, kinds, managers = [], Counter(), []
@@ -82,7 +71,7 @@ def main(argv=None) -> int:
                 if args.collect:
                     gc.collect()
             rows.append({"observations": made, "us_per_call": unobserved_us(),
-                         "torch_tree_nodes": tree_nodes(managers), "steps_so_far": dict(kinds)})
+                         "torch_tree_nodes": sum(len(layout.recorded_nodes(m)) for m in managers), "steps_so_far": dict(kinds)})
     base = rows[0]["us_per_call"]
     result = {
         "benchmark": "observe_repeated",

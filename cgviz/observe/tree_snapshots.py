@@ -50,9 +50,7 @@ class TreeSnapshots:
     def shown_nodes(self, manager: Any, live: dict[int, Any]) -> list:
         """The nodes a snapshot of `manager` shows: its recorded graphs, and the warmup nodes of
         its device that are still alive."""
-        seen: list[Any] = list(layout.roots(manager))
-        for node in seen:  # breadth first: the list grows as it is walked
-            seen.extend(layout.node_children(node))
+        seen = layout.recorded_nodes(manager)
         device = self.devices.get(id(manager))
         ids = {id(node) for node in seen}
         for node in live.values():

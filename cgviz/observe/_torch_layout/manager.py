@@ -183,6 +183,14 @@ def roots(manager: Any) -> list:
     return [n for nodes in by_function.values() for n in nodes]
 
 
+def recorded_nodes(manager: Any) -> list:
+    """The graphs torch recorded in `manager`'s tree, breadth first from its roots."""
+    found: list[Any] = roots(manager)
+    for node in found:  # the list grows as it is walked
+        found.extend(node_children(node))
+    return found
+
+
 def output_refs(node: Any) -> list:
     return list(read(node, "outputs_weakrefs", []) or [])
 
