@@ -5,10 +5,13 @@ cell magic or a benchmark round would).
 
 Each checkpoint: the median over 30 chunks of the time per call (200 calls and one synchronize
 each), the number of nodes in torch's tree, and the steps the observations made so far by kind
-(a record there means torch recorded again while observed). Prints one JSON object; `--out
-PATH` also writes it. Needs a CUDA device.
+(a record there means torch recorded again while observed). `--control` makes the same calls at
+the same checkpoints without observing: the loop's speed drifts on its own on some machines (on
+an H200 host, a process that never observed went 76 -> 127 -> 79 us per call), so compare the two
+runs, more than once, before blaming the observer. Prints one JSON object; `--out PATH` also
+writes it. Needs a CUDA device.
 
-usage: python benchmarks/observe_repeated.py [--observations N,N,...] [--calls-each C] [--collect] [--out PATH]
+usage: python benchmarks/observe_repeated.py [--observations N,N,...] [--calls-each C] [--collect] [--control] [--out PATH]
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ def main(argv=None) -> int:
     parser.add_argument("--collect", action="store_true",
                         help="collect garbage after each observation (a stopped observer lives in "
                              "reference cycles until the collector runs)")
+    parser.add_argument("--control", action="store_true",
+                        help="make the same calls unobserved: how far the loop drifts without the observer")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -60,18 +65,22 @@ def main(argv=None) -> int:
         made = 0
         for target in checkpoints:
             while made < target:
-                observer = start_observing("events")
-                for _ in range(args.calls_each):
-                    call()
-                stop_observing(observer)
-                managers = observer.managers or managers
-                kinds.update({k: v for k, v in observer.trace.counts().items() if v})
+                if args.control:
+                    for _ in range(args.calls_each):
+                        call()
+                else:
+                    observer = start_observing("events")
+                    for _ in range(args.calls_each):
+                        call()
+                    stop_observing(observer)
+                    managers = observer.managers or managers
+                    kinds.update({k: v for k, v in observer.trace.counts().items() if v})
+                    del observer
                 made += 1
-                del observer
                 if args.collect:
                     gc.collect()
             rows.append({"observations": made, "us_per_call": unobserved_us(),
-                         "torch_tree_nodes": sum(len(layout.recorded_nodes(m)) for m in managers), "steps_so_far": dict(kinds)})
+                         "torch_tree_nodes": sum(len(layout.recorded_nodes(m)) for m in managers) if managers else None, "steps_so_far": dict(kinds)})
     base = rows[0]["us_per_call"]
     result = {
         "benchmark": "observe_repeated",
@@ -81,6 +90,7 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "collected_after_each": args.collect,
+        "control_without_observing": args.control,
         "before_importing_the_observer_us": before_import,
         "checkpoints": rows,
         "slowest_vs_before_observing": round(max(r["us_per_call"] for r in rows) / base, 3),

@@ -35,3 +35,22 @@ def device(request) -> str:
 def scenario_traces() -> dict:
     """Each scenario's trace, run on sim once per module (a module may change its traces)."""
     return {name: run_scenario(name, "sim").trace for name in SCENARIOS}
+
+
+@pytest.fixture
+def hold_manager():
+    """hold_manager(manager): torch's device-0 container holds `manager`, as it holds the manager
+    it makes (the observer finds the managers torch holds). torch's container table is put back
+    afterwards."""
+    from torch._inductor import cudagraph_trees as trees
+
+    table = trees.get_obj(trees.local, "tree_manager_containers")
+    saved = dict(table)
+
+    def hold(manager):
+        trees.get_container(0).tree_manager = manager
+        return manager
+
+    yield hold
+    table.clear()
+    table.update(saved)

@@ -86,11 +86,11 @@ class Manager:
 
 
 @pytest.fixture
-def observed(monkeypatch):
+def observed(monkeypatch, hold_manager):
     monkeypatch.setattr(raw_events, "RAW_BATCH", 7)
     monkeypatch.setattr(trees.GenerationTracker, "generation", trees.GenerationTracker.generation)
     monkeypatch.setattr(trees, "CUDAGraphTreeManager", Manager)
-    manager = Manager()
+    manager = hold_manager(Manager())
     run = manager.run  # bound before observing begins, as a model compiled and called earlier has it
     observer = tc.start_observing("events")
 

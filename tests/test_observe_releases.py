@@ -18,10 +18,9 @@ import torch
 from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
 
 import cgviz
-from cgviz.observe import _hooks, graph_data, recorded_kernels
+from cgviz.observe import graph_data, recorded_kernels
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
-from cgviz.observe import torch_compile as tc
 from cgviz.observe.observer import TorchObserver
 from cgviz.trace.model import Step, Trace
 
@@ -248,35 +247,6 @@ def test_a_new_node_at_a_freed_nodes_address_gets_a_new_id():
     gc.collect()
     assert key not in obs._ids
     assert obs.node_id(Node(Function(1))) == 1
-
-
-def test_leaving_the_last_observation_puts_every_method_back_by_identity():
-    manager_cls = layout.manager_class()
-    before = dict(vars(manager_cls))
-    with pytest.raises(KeyError):
-        with tc.observe_torch("events"):
-            assert vars(manager_cls)[layout.HOOKED_METHODS["record"]] is not before[layout.HOOKED_METHODS["record"]]
-            with tc.observe_torch("events"):
-                pass
-            assert _hooks.ACTIVE, "the inner observation's end left the outer one without hooks"
-            raise KeyError("the user's own error")
-    assert _hooks.ACTIVE == []
-    after = dict(vars(manager_cls))
-    assert after.keys() == before.keys()
-    assert all(after[name] is before[name] for name in before)
-
-
-def test_a_failed_install_leaves_nothing_wrapped(monkeypatch):
-    manager_cls = layout.manager_class()
-    before = dict(vars(manager_cls))
-
-    def broken(original):
-        raise RuntimeError("cannot wrap")
-
-    monkeypatch.setitem(_hooks.WRAPPERS, "dealloc", broken)
-    with pytest.raises(RuntimeError, match="cannot wrap"):
-        tc.start_observing("events")
-    assert _hooks.ACTIVE == [] and dict(vars(manager_cls)) == before
 
 
 @pytest.mark.parametrize("reason, fix", [

@@ -68,9 +68,16 @@ def bump_graph():
     return traced(bump, torch.zeros(4))
 
 
+@pytest.fixture(autouse=True)
+def containers_put_back(hold_manager):
+    """cpu_manager's managers are held by device 0's container; torch's table is put back."""
+
+
 def cpu_manager():
-    """torch's tree manager without its CUDA parts: the state __init__ gives it otherwise."""
+    """torch's tree manager without its CUDA parts (the state __init__ gives it otherwise), held
+    by device 0's container as torch holds the manager it makes."""
     m = object.__new__(trees.CUDAGraphTreeManager)
+    trees.get_container(0).tree_manager = m
     m.roots, m.ids_to_funcs, m.ids_to_stack_traces = defaultdict(list), {}, {}
     m.warmed_up_functions, m.warned_functions, m.warned_mutation = set(), set(), set()
     m.graph, m.cuda_graphs_thread_pool, m.device_index = object(), None, 0
@@ -87,6 +94,7 @@ def cpu_manager():
 def add(manager, gm, frame=0, recompile=0):
     """Hand gm to the manager as inductor does (the call runs it once); returns the function."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
+    assert trees.get_container(manager.device_index).get_tree_manager() is manager  # as cudagraphify_impl asks
 
     def partition_0(inputs):  # torch's name for the code of a compiled graph
         return list(gm(*inputs))
@@ -392,12 +400,13 @@ def test_nothing_seen_after_torch_skipped_before_observing_is_said_first():
     assert cgviz.diagnose(Trace(steps=[], meta={"backend": "torch.compile"})).findings == []
 
 
-def test_the_compiled_graph_and_the_manager_get_their_methods_back():
+def test_the_compiled_graph_class_is_hooked_once_and_the_managers_class_never():
     graph_cls = getattr(importlib.import_module(layout.OUTPUT_CODE_MODULE), layout.COMPILED_GRAPH_CLASS)
-    post_compile, add_function = graph_cls.post_compile, trees.CUDAGraphTreeManager.add_function
+    add_function = trees.CUDAGraphTreeManager.add_function
     with pytest.raises(KeyError):
         with tc.observe_torch("events"):
-            assert graph_cls.post_compile is not post_compile
-            assert trees.CUDAGraphTreeManager.add_function is not add_function
+            hooked = graph_cls.post_compile
+            assert hooked.__module__ == "cgviz.observe._hooks"
+            assert trees.CUDAGraphTreeManager.add_function is add_function
             raise KeyError("user error")
-    assert graph_cls.post_compile is post_compile and trees.CUDAGraphTreeManager.add_function is add_function
+    assert graph_cls.post_compile is hooked and trees.CUDAGraphTreeManager.add_function is add_function

@@ -93,7 +93,7 @@ WRAPPED = [layout.RUN_METHODS, *layout.HOOKED_METHODS.values()]
 
 @pytest.mark.parametrize("name", WRAPPED, ids=["|".join(alternatives(n)) for n in WRAPPED])
 def test_wrapped_methods_are_methods_of_the_manager(name):
-    """The observer replaces these on the class: an instance attribute could not be wrapped."""
+    """The observer's subclass overrides these: an instance attribute could not be wrapped."""
     manager = getattr(trees(), layout.MANAGER_CLASS)
     if not any(layout.has_since(f"{layout.MANAGER_CLASS}.{n}") for n in alternatives(name)):
         assert not any(hasattr(manager, n) for n in alternatives(name))  # a later release's method

@@ -1,10 +1,21 @@
-"""Installs and removes the observer's wrappers around torch's tree manager.
+"""Installs and removes the observer's wrappers around torch's tree manager and compiler.
 
 Each wrapper does exactly what torch's method does, passing every argument through as given
 (releases add keyword arguments: 2.14's clear_current_path_state_and_set_to_none), reads torch
-through `_torch_layout` and tells the active observers through one public event method. The
-wrappers exist only while some observation is active: `uninstall()` puts back every original
-object, by identity, also after an install that failed half way.
+through `_torch_layout` and tells the active observers through one public event method.
+
+torch's classes are changed at most once per process. From Python 3.13 a class whose attributes
+are assigned about a thousand times loses its attribute cache for good (CPython's
+MAX_VERSIONS_PER_CLASS); wrapping torch's manager and putting it back at every observation did
+that in some 60 observations, slowing torch's own code with no observer left. So:
+- a manager is observed by switching its `__class__` to an observed subclass (made once per
+  manager class, its methods the wrappers) and back when the last observation stops: the
+  managers alive when observing starts, and each one torch makes meanwhile;
+- the compile-time hooks (dynamo's frame converter and graph-break log, inductor's scheduler and
+  compiled graph, the container that makes a manager) go in at the first observation and stay,
+  each passing the call straight on while nothing is observed;
+- module functions, eager graphs' callables and log handlers (no class changed) are put back
+  when the last observation stops, by identity.
 """
 
 from __future__ import annotations
@@ -26,7 +37,14 @@ if TYPE_CHECKING:
     from cgviz.observe.observer import TorchObserver
 
 ACTIVE: list["TorchObserver"] = []
+# Put back when the last observation stops: (owner, name, what the owner itself held).
 _ORIGINALS: list[tuple[Any, str, Any]] = []
+# Kept for the process once installed (see the module's docstring).
+_COMPILE_HOOKS: list[tuple[Any, str, Any]] = []
+# A manager class -> (its observed subclass, [(name, torch's method it wraps)], the roles wrapped).
+_OBSERVED: dict[type, tuple[type, list[tuple[str, Any]], frozenset]] = {}
+_SUBCLASSES: set[type] = set()
+_WATCHED: list[weakref.ref] = []  # the managers switched to an observed subclass now
 # Compiled graphs whose CUDA graphs torch skipped while observed: (the graph, or a weak
 # reference to it; its own current_callable; the wrapper that sees its calls), put back at uninstall.
 _EAGER_GRAPHS: list[tuple[Callable[[], Any], Any, Any]] = []
@@ -40,24 +58,76 @@ def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:
 
 
 def hooked_roles() -> frozenset:
-    """The roles (HOOKED_METHODS keys, "run", "post_compile") wrapped now."""
-    names = {hooked for _, hooked, _ in _ORIGINALS}
-    roles = {role for role, name in layout.HOOKED_METHODS.items() if name in names}
-    if any(name in names for name in layout.RUN_METHODS):
-        roles.add("run")
-    if layout.COMPILED_GRAPH_MEMBERS[0] in names:
+    """The roles (HOOKED_METHODS keys, "run", "post_compile") wrapped on this torch."""
+    made = _OBSERVED.get(layout.manager_class())
+    roles = set(made[2]) if made else set()
+    if any(name == layout.COMPILED_GRAPH_MEMBERS[0] for _, name, _ in _COMPILE_HOOKS):
         roles.add("post_compile")
     return frozenset(roles)
 
 
-def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], since: str = "") -> None:
+def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], into: list, since: str = "") -> None:
     original = getattr(owner, name, None)
     if original is None:
         if not (since and not layout.has_since(since)):  # not a name this release lacks by design
             read(owner, name)  # says once that this torch lacks it
         return
-    _ORIGINALS.append((owner, name, vars(owner).get(name, _ABSENT)))
+    into.append((owner, name, vars(owner).get(name, _ABSENT)))
     setattr(owner, name, make(original))
+
+
+def _put_back(entries: list) -> None:
+    """Put back each (owner, name, original) wrapped, the newest first."""
+    while entries:
+        owner, name, original = entries.pop()
+        if original is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+
+
+def observed_class(cls: type) -> type:
+    """The subclass a manager of class `cls` is switched to while observed: torch's methods
+    wrapped. Made once, and again only where `cls`'s methods were replaced since."""
+    made = _OBSERVED.get(cls)
+    if made is not None and all(getattr(cls, name, None) is original for name, original in made[1]):
+        return made[0]
+    methods: dict[str, Callable] = {}
+    wrapped, roles = [], set()
+    hooks = [("run", layout.run_method(cls), wrap_run, "")] + [
+        (role, name, WRAPPERS[role], f"{layout.MANAGER_CLASS}.{name}") for role, name in layout.HOOKED_METHODS.items()]
+    for role, name, make, since in hooks:
+        original = getattr(cls, name, None)
+        if original is None:
+            if not (since and not layout.has_since(since)):
+                read(cls, name)
+            continue
+        methods[name] = make(original)
+        wrapped.append((name, original))
+        roles.add(role)
+    subclass = type(cls.__name__, (cls,), {
+        "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+        **methods})
+    _OBSERVED[cls] = (subclass, wrapped, frozenset(roles))
+    _SUBCLASSES.add(subclass)
+    return subclass
+
+
+def watch_manager(manager: Any) -> None:
+    """Observe a tree manager: its class becomes the observed subclass until the last
+    observation stops (torch's class is not touched)."""
+    cls = type(manager)
+    if cls in _SUBCLASSES:
+        return
+    manager.__class__ = observed_class(cls)
+    _WATCHED.append(weakref.ref(manager))
+
+
+def _unwatch_managers() -> None:
+    while _WATCHED:
+        manager = _WATCHED.pop()()
+        if manager is not None and type(manager) in _SUBCLASSES:
+            manager.__class__ = type(manager).__mro__[1]
 
 
 # -- the wrappers ---------------------------------------------------------------------------------
@@ -264,6 +334,17 @@ def wrap_managed_input_limit(original: Callable) -> Callable:
     return update_managed_input_rerecord
 
 
+def wrap_make_manager(original: Callable) -> Callable:
+    """A device's container returns its manager, making it first where it has none: one made
+    or reached while observed is watched from then on."""
+    def get_tree_manager(self, *args, **kwargs):
+        manager = original(self, *args, **kwargs)
+        if ACTIVE and manager is not None and type(manager) not in _SUBCLASSES:
+            watch_manager(manager)
+        return manager
+    return get_tree_manager
+
+
 def wrap_skip_logger(original: Callable) -> Callable:
     def log_skip(msg, *args, **kwargs):
         for obs in ACTIVE:
@@ -349,37 +430,52 @@ class _DynamicShapeLimit(logging.Handler):
 
 
 def install() -> None:
-    """Wrap torch's methods for the observers in ACTIVE; on a failure, nothing stays wrapped."""
+    """Start observing for the observers in ACTIVE: the compile-time hooks (once per process),
+    the skip logger, every manager torch holds; on a failure, nothing stays observed."""
     try:
-        manager_cls = layout.manager_class()
-        # _run, where torch has it: run() is bound into each compiled function when torch first
-        # calls it, so a model compiled before observing began would bypass a hook on run().
-        _hook(manager_cls, layout.run_method(manager_cls), wrap_run)
-        for role, name in layout.HOOKED_METHODS.items():
-            _hook(manager_cls, name, WRAPPERS[role], since=f"{layout.MANAGER_CLASS}.{name}")
+        _install_compile_hooks()
         for module_name in layout.SKIP_LOGGER_MODULES:
             module = sys.modules.get(module_name)
             if module is not None and hasattr(module, layout.SKIP_LOGGER):
-                _hook(module, layout.SKIP_LOGGER, wrap_skip_logger)
-        converter = layout.convert_frame_class()
-        if converter is not None and layout.CONVERT_FRAME[2] in vars(converter):
-            _hook(converter, layout.CONVERT_FRAME[2], wrap_convert_frame)
-        scheduler = layout.scheduler_class()
-        if scheduler is not None and hasattr(scheduler, layout.PARTITIONS[2]):
-            _hook(scheduler, layout.PARTITIONS[2], wrap_partitions)
-        translator = layout.graph_break_class()
-        if translator is not None and hasattr(translator, layout.GRAPH_BREAK[2]):
-            _hook(translator, layout.GRAPH_BREAK[2], wrap_graph_break)
-        graph_cls = layout.compiled_graph_class()
-        if graph_cls is not None:
-            _hook(graph_cls, layout.COMPILED_GRAPH_MEMBERS[0], wrap_post_compile)
+                _hook(module, layout.SKIP_LOGGER, wrap_skip_logger, _ORIGINALS)
         if layout.has_since("triton.cudagraph_dynamic_shape_rerecord_limit"):
             logger, handler = logging.getLogger(layout.TREES_LOGGER), _DynamicShapeLimit(logging.WARNING)
             logger.addHandler(handler)
             _LOG_HANDLERS.append((logger, handler))
+        observed_class(layout.manager_class())  # its roles are known before torch makes a manager
+        for manager in layout.live_managers():
+            watch_manager(manager)
     except BaseException:
         uninstall()
         raise
+
+
+def _install_compile_hooks() -> None:
+    """The hooks on torch's classes that only compiling reaches: each class is changed once per
+    process (see the module's docstring), the first time an observation finds it unhooked;
+    all or none."""
+    targets = [(layout.container_class(), layout.CONTAINER_MAKER, wrap_make_manager)]
+    converter = layout.convert_frame_class()
+    if converter is not None and layout.CONVERT_FRAME[2] in vars(converter):
+        targets.append((converter, layout.CONVERT_FRAME[2], wrap_convert_frame))
+    scheduler = layout.scheduler_class()
+    if scheduler is not None and hasattr(scheduler, layout.PARTITIONS[2]):
+        targets.append((scheduler, layout.PARTITIONS[2], wrap_partitions))
+    translator = layout.graph_break_class()
+    if translator is not None and hasattr(translator, layout.GRAPH_BREAK[2]):
+        targets.append((translator, layout.GRAPH_BREAK[2], wrap_graph_break))
+    graph_cls = layout.compiled_graph_class()
+    if graph_cls is not None:
+        targets.append((graph_cls, layout.COMPILED_GRAPH_MEMBERS[0], wrap_post_compile))
+    done: list = []
+    try:
+        for owner, name, make in targets:
+            if getattr(vars(owner).get(name), "__module__", None) != __name__:  # not hooked yet
+                _hook(owner, name, make, done)
+    except BaseException:
+        _put_back(done)
+        raise
+    _COMPILE_HOOKS.extend(done)
 
 
 def _watch_eager_graph(graph: Any, label: str, reason: str) -> None:
@@ -408,13 +504,10 @@ def _watch_eager_graph(graph: Any, label: str, reason: str) -> None:
 
 
 def uninstall() -> None:
-    """Put back every original object wrapped (the newest first)."""
-    while _ORIGINALS:
-        owner, name, original = _ORIGINALS.pop()
-        if original is _ABSENT:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, original)
+    """Stop observing: every manager back to torch's class, every module function, eager graph
+    callable and log handler put back (the compile-time hooks stay, passing calls straight on)."""
+    _unwatch_managers()
+    _put_back(_ORIGINALS)
     attribute = layout.COMPILED_GRAPH_MEMBERS[1]
     while _EAGER_GRAPHS:
         ref, original, wrapper = _EAGER_GRAPHS.pop()
