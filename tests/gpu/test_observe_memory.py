@@ -236,8 +236,8 @@ def fourth_fn(x):
 
 def surface() -> dict:
     """Everything observe_torch may replace, by (owner, name): the class dicts of torch's tree
-    manager and compiled graph, torch.cuda.CUDAGraph, and the skip logger in every torch._inductor
-    module that has one."""
+    manager (never changed) and compiled graph (hooked once, at the first observation),
+    torch.cuda.CUDAGraph, and the skip logger in every torch._inductor module that has one."""
     import torch._inductor.compile_fx  # noqa: F401
     from torch._inductor import cudagraph_trees, output_code
 
@@ -268,11 +268,13 @@ def changed(before: dict, after: dict) -> list:
     return out
 
 
-def manager_run_key() -> tuple:
+def observed_managers() -> list:
+    """The managers torch holds whose class is the observer's subclass now."""
     from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
 
-    name = "_run" if "_run" in vars(CUDAGraphTreeManager) else "run"
-    return ("CUDAGraphTreeManager", name)
+    from cgviz.observe import _torch_layout as layout
+
+    return [m for m in layout.live_managers() if type(m) is not CUDAGraphTreeManager]
 
 
 def exercise():
@@ -298,7 +300,10 @@ def call3(fn, x):
 
 
 def warm_surface() -> dict:
-    """torch's lazily imported modules are imported before `before` is taken."""
+    """torch's lazily imported modules are imported, and the compile-time hooks that stay once
+    in are in, before `before` is taken."""
+    with cgviz.observe_torch(trace="events"):
+        pass
     exercise()
     torch._dynamo.reset()
     return surface()
@@ -307,11 +312,14 @@ def warm_surface() -> dict:
 @pytest.mark.parametrize("level,kernels", LEVELS)
 def test_normal_exit_restores_torch(level, kernels):
     before = warm_surface()
+    held = torch.compile(first_fn, mode="reduce-overhead")
     with cgviz.observe_torch(trace=level, kernels=kernels) as trace:
-        during = surface()
         exercise()
+        call3(held, torch.randn(8, device=DEV))
+        assert observed_managers(), "observe_torch observed no manager"
+        assert not [key for key in changed(before, surface()) if key[1] != SKIP_LOGGER], "a class of torch's changed"
     after = surface()
-    assert manager_run_key() in changed(before, during), "observe_torch wrapped nothing"
+    assert not observed_managers()
     assert changed(before, after) == []
     assert any(s.kind == "record" for s in trace.steps)
     torch._dynamo.reset()
@@ -352,18 +360,18 @@ def test_nested_observations():
             call3(fns["first_fn"], x)
             with cgviz.observe_torch(trace="events") as inner:
                 call3(fns["second_fn"], x)
-            # the inner exit leaves the outer's wrapping in place
-            assert manager_run_key() in changed(before, surface())
+            # the inner exit leaves the outer's observing in place
+            assert observed_managers()
             call3(fns["third_fn"], x)
             with pytest.raises(ValueError):
                 with cgviz.observe_torch(trace="events", kernels=True) as failing:
                     call3(fns["fourth_fn"], x)
                     raise ValueError("the user's error")
-            assert manager_run_key() in changed(before, surface())
+            assert observed_managers()
             torch.compiler.cudagraph_mark_step_begin()
             call3(fns["third_fn"], x)  # replays after the failing inner exit: still seen
         # the outer exit restores torch's own
-        assert changed(before, surface()) == []
+        assert changed(before, surface()) == [] and not observed_managers()
 
     def recorded(trace, name):
         return any(name in (s.function or "") for s in trace.steps if s.kind == "record")
