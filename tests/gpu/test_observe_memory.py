@@ -244,7 +244,8 @@ def surface() -> dict:
     out = {}
     for cls in (cudagraph_trees.CUDAGraphTreeManager, output_code.CompiledFxGraph):
         for name, value in vars(cls).items():
-            out[(cls.__qualname__, name)] = value
+            if name != "__slotnames__":  # copyreg's cache, set when torch first pickles one (its FX graph cache)
+                out[(cls.__qualname__, name)] = value
     out[("torch.cuda", "CUDAGraph")] = torch.cuda.CUDAGraph
     out[("torch.cuda.graphs", "CUDAGraph")] = torch.cuda.graphs.CUDAGraph
     for name, module in list(sys.modules.items()):
