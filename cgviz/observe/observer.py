@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from cgviz.observe import _torch_layout as layout
-from cgviz.observe import naming
+from cgviz.observe import naming, raw_events
 from cgviz.observe.compile_events import CompileEvents
 from cgviz.observe.raw_events import NEW_GENERATION, PATH_END, RawEvents
 from cgviz.observe.tree_snapshots import TreeSnapshots
@@ -198,16 +198,24 @@ class TorchObserver:
     def replayed(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
         """torch replayed a node: noted raw at "events" (its step's parts, made at its first
         replay), made into a step at once at "full"."""
-        if self.raw.manager_id == id(manager) or self.raw_manager(manager):
-            self.raw.note(self._replay_steps.get(id(node)) or self._replay_parts(manager, node))
+        raw = self.raw
+        if raw.manager_id == id(manager) or self.raw_manager(manager):
+            events = raw.events  # raw.note(...), inline: this runs on every replay of the loop
+            events.append(self._replay_steps.get(id(node)) or self._replay_parts(manager, node))
+            if len(events) >= raw_events.RAW_BATCH:
+                raw.flush()
         else:
             self.snapshots.ran(node)
             self._add_replay(manager, self._replay_parts(manager, node), start)
 
     def generation_began(self, manager: Any) -> None:
         pending = self._pending_invalidated or self._pending_cloned  # said by its step: made now
-        if not pending and (self.raw.manager_id == id(manager) or self.raw_manager(manager)):
-            self.raw.note(NEW_GENERATION)
+        raw = self.raw
+        if not pending and (raw.manager_id == id(manager) or self.raw_manager(manager)):
+            events = raw.events  # raw.note(...), inline: this runs on every call of the loop
+            events.append(NEW_GENERATION)
+            if len(events) >= raw_events.RAW_BATCH:
+                raw.flush()
         else:
             self.catch_up()
             self._new_generation(manager)
@@ -417,7 +425,10 @@ class TorchObserver:
         except BaseException:
             self.call_ended(manager, function_id, before - 1, start)  # nothing to say: only unwind
             raise
-        self.call_ended(manager, function_id, before, start)
+        if self._adding or self._events + len(self.raw.events) == before:
+            self.call_ended(manager, function_id, before, start)  # inside add_function, or no decision
+        else:
+            self.depth -= 1  # call_ended's quick return, inline: the loop's every call ends here
         return out
 
     def call_ended(self, manager: Any, function_id: Any, decisions_before: int, start: Optional[float],
