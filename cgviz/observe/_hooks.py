@@ -66,11 +66,10 @@ def hooked_roles() -> frozenset:
     return frozenset(roles)
 
 
-def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], into: list, since: str = "") -> None:
+def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], into: list) -> None:
     original = getattr(owner, name, None)
     if original is None:
-        if not (since and not layout.has_since(since)):  # not a name this release lacks by design
-            read(owner, name)  # says once that this torch lacks it
+        read(owner, name)  # says once that this torch lacks it
         return
     into.append((owner, name, vars(owner).get(name, _ABSENT)))
     setattr(owner, name, make(original))
@@ -99,8 +98,8 @@ def observed_class(cls: type) -> type:
     for role, name, make, since in hooks:
         original = getattr(cls, name, None)
         if original is None:
-            if not (since and not layout.has_since(since)):
-                read(cls, name)
+            if not (since and not layout.has_since(since)):  # not a name this release lacks by design
+                read(cls, name)  # says once that this torch lacks it
             continue
         methods[name] = make(original)
         wrapped.append((name, original))
