@@ -23,38 +23,59 @@ from _stats import emit, interleaved, medians, paired, warmed_us
 
 
 # What Python costs inside a compiled call: plain wrappers on the three manager methods a
-# replay-loop call goes through, then with no-op calls or clock readings inside them.
-PROBED_METHODS = ("run", "clear_current_path_state_and_set_to_none", "execute_node")
+# replay-loop call goes through, then with no-op calls or clock readings inside them. As the
+# observer does, the probes switch the manager's class to a subclass (made once per probe) and
+# back, rather than assign to torch's class at every round: from Python 3.13 that would use up
+# the class's version tags within some fifty rounds and slow every variant after them.
+PROBED_METHODS = ("clear_current_path_state_and_set_to_none", "execute_node")  # and _run (run_method)
 PROBES = {"probe_3_wrappers": (0, False), "probe_3_wrappers_6_noop_calls": (2, False),
           "probe_3_wrappers_3_clock_reads": (0, True)}
+_PROBE_CLASSES: dict[tuple[int, bool], type] = {}
 
 
 def _noop() -> None:
     pass
 
 
-@contextlib.contextmanager
-def probe_wrappers(noop_calls: int, clock: bool):
-    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager as manager
+def probe_class(noop_calls: int, clock: bool) -> type:
+    """torch's manager class with the three methods wrapped plainly (made once per probe)."""
+    made = _PROBE_CLASSES.get((noop_calls, clock))
+    if made is not None:
+        return made
+    from cgviz.observe import _torch_layout as layout
 
-    originals = {name: manager.__dict__[name] for name in PROBED_METHODS}
+    manager = layout.manager_class()
 
     def wrap(original):
-        def method(self, *args):
+        def method(self, *args, **kwargs):
             if clock:
                 time.perf_counter()
             for _ in range(noop_calls):
                 _noop()
-            return original(self, *args)
+            return original(self, *args, **kwargs)
         return method
 
-    for name, original in originals.items():
-        setattr(manager, name, wrap(original))
+    names = (layout.run_method(manager), *PROBED_METHODS)
+    made = type(manager.__name__, (manager,), {"__slots__": (), **{n: wrap(getattr(manager, n)) for n in names}})
+    _PROBE_CLASSES[(noop_calls, clock)] = made
+    return made
+
+
+@contextlib.contextmanager
+def probe_wrappers(noop_calls: int, clock: bool):
+    from cgviz.observe import _torch_layout as layout
+
+    managers = layout.live_managers()
+    if not managers:
+        raise RuntimeError("no tree manager to probe: run the compiled model first")
+    kinds = [type(m) for m in managers]
+    for m in managers:
+        m.__class__ = probe_class(noop_calls, clock)
     try:
         yield
     finally:
-        for name, original in originals.items():
-            setattr(manager, name, original)
+        for m, kind in zip(managers, kinds):
+            m.__class__ = kind
 
 
 def variants(call, calls: int, start_observing, stop_observing) -> tuple[dict[str, Callable[[], float]], list]:
