@@ -93,6 +93,8 @@ def observed_class(cls: type) -> type:
         return made[0]
     methods: dict[str, Callable] = {}
     wrapped, roles = [], set()
+    # _run, where torch has it: run() is bound into each compiled function when torch first
+    # calls it, so a model compiled before observing began would bypass a wrapped run().
     hooks = [("run", layout.run_method(cls), wrap_run, "")] + [
         (role, name, WRAPPERS[role], f"{layout.MANAGER_CLASS}.{name}") for role, name in layout.HOOKED_METHODS.items()]
     for role, name, make, since in hooks:
