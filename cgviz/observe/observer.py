@@ -200,8 +200,9 @@ class TorchObserver:
         replay), made into a step at once at "full"."""
         raw = self.raw
         if raw.manager_id == id(manager) or self.raw_manager(manager):
-            events = raw.events  # raw.note(...), inline: this runs on every replay of the loop
-            events.append(self._replay_steps.get(id(node)) or self._replay_parts(manager, node))
+            part = self._replay_steps.get(id(node)) or self._replay_parts(manager, node)
+            events = raw.events  # raw.note(part), inline: this runs on every replay of the loop
+            events.append(part)
             if len(events) >= raw_events.RAW_BATCH:
                 raw.flush()
         else:
