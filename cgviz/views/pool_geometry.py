@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Optional
 
 from cgviz.views.style import block_style
+from cgviz.views.sums import added_in_turn
 from cgviz.views.text import format_bytes, shown
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _widths(sizes: list[int], total: int, min_frac: float) -> list[float]:
     fracs = [s / total for s in sizes]
     small = [f < floor for f in fracs]
     while True:
-        big_total = sum(f for f, s in zip(fracs, small) if not s)
+        big_total = added_in_turn(f for f, s in zip(fracs, small) if not s)
         rest = 1.0 - floor * sum(small)
         if big_total <= 0:
             return [1.0 / n] * n

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from cgviz.views.style import TREE_STYLE
+from cgviz.views.sums import added_in_turn
 from cgviz.views.text import format_bytes, plural, shown
 
 if TYPE_CHECKING:
@@ -313,7 +314,7 @@ def text_width(text: str, size: float, bold: bool = False) -> float:
     w = _width_cache.get(key)
     if w is None:
         get = _CHAR_EM.get
-        em = sum(get(c, _WIDE_EM if ord(c) > 0x2000 else _OTHER_EM) for c in text)
+        em = added_in_turn(get(c, _WIDE_EM if ord(c) > 0x2000 else _OTHER_EM) for c in text)
         w = em * size * (1.08 if bold else 1.0)
         if len(_width_cache) > 20000:
             _width_cache.clear()
