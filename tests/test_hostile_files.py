@@ -8,6 +8,7 @@ instead of stalling the suite or the machine."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -25,15 +26,36 @@ from test_trace_robustness import make_socket as bound_socket
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY = 1536 << 20  # bytes of address space a command may use: far below what reading without end takes
+CPU_BUILD_START = 640 << 20  # what `python -m cgviz` maps before reading anything, with a CPU build of torch
 TIMEOUT = 60  # seconds: generous for any command here; only a hang reaches it
 POSIX = os.name == "posix"
 LINUX = sys.platform.startswith("linux")
 
 
-def _limit_memory() -> None:
-    import resource
+@functools.lru_cache(maxsize=None)
+def memory_limit() -> int:
+    """MEMORY, plus what a CUDA build of torch maps beyond a CPU build at import (about 2.5 GB of
+    libraries; measured on Linux as a child's VmPeak after importing the CLI)."""
+    if not LINUX:
+        return MEMORY
+    probe = "import cgviz.cli, cgviz.scenarios; print(open('/proc/self/status').read())"
+    status = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=TIMEOUT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    peak = next((int(line.split()[1]) << 10 for line in status.splitlines() if line.startswith("VmPeak:")), 0)
+    return MEMORY + max(0, peak - CPU_BUILD_START)
 
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+def memory_limiter():
+    """The preexec_fn that sets memory_limit() in a command's process (None off POSIX)."""
+    if not POSIX:
+        return None
+    limit = memory_limit()
+
+    def limit_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return limit_memory
 
 
 def cgviz(*args, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -42,7 +64,7 @@ def cgviz(*args, env: dict | None = None) -> subprocess.CompletedProcess:
                "PYTHONIOENCODING": "utf-8", **(env or {})}
     return subprocess.run([sys.executable, "-m", "cgviz", *map(str, args)], capture_output=True, text=True,
                           encoding="utf-8", errors="replace", timeout=TIMEOUT, env=environ,
-                          preexec_fn=_limit_memory if POSIX else None)
+                          preexec_fn=memory_limiter())
 
 
 LOAD = """
@@ -63,7 +85,7 @@ def load_in_process_of_its_own(path, env: dict | None = None) -> subprocess.Comp
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                **(env or {})}
     return subprocess.run([sys.executable, "-c", LOAD, str(path)], capture_output=True, text=True, encoding="utf-8",
-                          errors="replace", timeout=TIMEOUT, env=environ, preexec_fn=_limit_memory if POSIX else None)
+                          errors="replace", timeout=TIMEOUT, env=environ, preexec_fn=memory_limiter())
 
 
 def refused(result: subprocess.CompletedProcess, *expected: str) -> str:
