@@ -42,6 +42,7 @@ def probe_class(noop_calls: int, clock: bool) -> type:
     made = _PROBE_CLASSES.get((noop_calls, clock))
     if made is not None:
         return made
+    from cgviz.observe import _hooks
     from cgviz.observe import _torch_layout as layout
 
     manager = layout.manager_class()
@@ -56,7 +57,7 @@ def probe_class(noop_calls: int, clock: bool) -> type:
         return method
 
     names = (layout.run_method(manager), *PROBED_METHODS)
-    made = type(manager.__name__, (manager,), {"__slots__": (), **{n: wrap(getattr(manager, n)) for n in names}})
+    made = _hooks.subclass_of(manager, {n: wrap(getattr(manager, n)) for n in names})
     _PROBE_CLASSES[(noop_calls, clock)] = made
     return made
 

@@ -85,6 +85,14 @@ def _put_back(entries: list) -> None:
             setattr(owner, name, original)
 
 
+def subclass_of(cls: type, methods: dict[str, Callable]) -> type:
+    """`cls` with `methods` in place of its own, under its names and with no new instance layout:
+    an instance's __class__ can be switched to it and back."""
+    return type(cls.__name__, (cls,), {
+        "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+        **methods})
+
+
 def observed_class(cls: type) -> type:
     """The subclass a manager of class `cls` is switched to while observed: torch's methods
     wrapped. Made once, and again only where `cls`'s methods were replaced since."""
@@ -106,9 +114,7 @@ def observed_class(cls: type) -> type:
         methods[name] = make(original)
         wrapped.append((name, original))
         roles.add(role)
-    subclass = type(cls.__name__, (cls,), {
-        "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
-        **methods})
+    subclass = subclass_of(cls, methods)
     _OBSERVED[cls] = (subclass, wrapped, frozenset(roles))
     _SUBCLASSES.add(subclass)
     return subclass
@@ -340,7 +346,7 @@ def wrap_make_manager(original: Callable) -> Callable:
     or reached while observed is watched from then on."""
     def get_tree_manager(self, *args, **kwargs):
         manager = original(self, *args, **kwargs)
-        if ACTIVE and manager is not None and type(manager) not in _SUBCLASSES:
+        if ACTIVE and manager is not None:  # watch_manager skips one already watched
             watch_manager(manager)
         return manager
     return get_tree_manager
