@@ -79,8 +79,12 @@ def test_the_state_changes_when_an_output_dies_and_not_otherwise():
 
 
 def liveness(tree: TreeSnapshots, manager: Manager) -> list:
-    """The outputs' liveness in the state, without the nodes' ids."""
-    return [x for x in tree.state(manager, set())[3] if isinstance(x, bool)]
+    """The outputs' liveness in the state (which holds each shown node's id, then the indices of
+    its live outputs), one bool per output of each node."""
+    shown = tree.state(manager, set())[3]
+    nodes = tree.shown_nodes(manager, tree.live_nodes())
+    assert shown[0::2] == tuple(id(node) for node in nodes)
+    return [i in live for node, live in zip(nodes, shown[1::2]) for i in range(len(node.outputs_weakrefs))]
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ class TreeSnapshots:
         self.replays = replays
         self.born = born
         self.pool_reads: dict[int, Any] = {}  # device -> its manager's pool, read when the allocator moved (PoolReading)
-        self._seen_dead: dict[int, dict[int, Any]] = {}  # id(torch node) -> outputs found expired (outputs_live)
+        self._found_dead: dict[int, layout.FoundDead] = {}  # id(torch node) -> its outputs found expired
 
     def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
@@ -63,19 +63,22 @@ class TreeSnapshots:
         form (StepLog takes no new snapshot while it is unchanged): the nodes, their outputs'
         liveness and the path. The pool changes with it: replays allocate nothing."""
         shown = []
-        seen_dead = self._seen_dead
+        found_dead = self._found_dead
         nodes = self.shown_nodes(manager, self.live_nodes())
         for node in nodes:
             key = id(node)
+            dead = found_dead.get(key)
+            if dead is None:
+                dead = found_dead[key] = layout.FoundDead()
             shown.append(key)
-            shown.extend(layout.outputs_live(node, seen_dead.setdefault(key, {})))
-        if len(seen_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
-            self._seen_dead = {id(node): seen_dead[id(node)] for node in nodes}
+            shown.append(tuple(layout.live_outputs(node, dead)))
+        if len(found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
+            self._found_dead = {id(node): found_dead[id(node)] for node in nodes}
         return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
 
     def ran(self, node: Any) -> None:
         """torch ran `node`: its outputs found expired may be live again, and are asked anew."""
-        self._seen_dead.pop(id(node), None)
+        self._found_dead.pop(id(node), None)
 
     def node_view(self, manager: Any, node: Any, live: dict[int, Any], generation: int,
                   invalidated: set[tuple[int, int]]) -> NodeView:

@@ -212,8 +212,8 @@ from cgviz.observe._torch_layout.compiling import (
     partition_cuts, rerecord_limit, scheduler_class, silent_skip, skip_count,
 )
 from cgviz.observe._torch_layout.manager import (
-    added_function_id, already_warm, cloned_outputs, compile_id, container_class, current_node, demoted_inputs, eager_cause,
-    function_label, generation_check, is_kernel_free, is_warmup, live_managers, managed_input_limit_reached,
+    FoundDead, added_function_id, already_warm, cloned_outputs, compile_id, container_class, current_node, demoted_inputs, eager_cause,
+    function_label, generation_check, is_kernel_free, is_warmup, live_managers, live_outputs, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
     node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
     recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tree_capture,

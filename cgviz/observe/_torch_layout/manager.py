@@ -222,40 +222,58 @@ def output_metadata(node: Any) -> list:
     return list(getattr(node, "outputs_metadata", None) or [])
 
 
-def outputs_live(node: Any, seen_dead: Optional[dict[int, tuple]] = None) -> list[bool]:
-    """Is each output of a node live, as torch's StorageWeakRefWrapper.expired() tells it, read
-    without calling it (it takes five Python calls per output, and 2.15's may detach a tensor).
+def outputs_live(node: Any) -> list[bool]:
+    """Is each output of a node live, as torch's StorageWeakRefWrapper.expired() tells it (see
+    `live_outputs`)."""
+    live = set(live_outputs(node, FoundDead()))
+    return [i in live for i in range(len(output_refs(node)))]
+
+
+class FoundDead:
+    """What reads of one node's outputs found expired: per output index, the wrapper's weak
+    storage reference and the storage it pointed to. Such an output is not read again: while
+    the wrapper points to that storage it stays expired. A storage whose use count fell to
+    zero has no users again, and a cached output gets users again only when torch runs its
+    node, where the caller starts a new FoundDead. A wrapper pointed at another storage
+    (`swap_weakref`, a new wrapper) is read."""
+
+    __slots__ = ("storages", "cdatas")
+
+    def __init__(self) -> None:
+        self.storages: list = []  # per output: the StorageWeakRef found expired, or None
+        self.cdatas: list = []  # per output: the storage it pointed to then
+
+
+def live_outputs(node: Any, dead: FoundDead) -> list[int]:
+    """The indices of a node's live outputs, as torch's StorageWeakRefWrapper.expired() tells
+    it, read without calling it (it takes five Python calls per output, and 2.15's may detach
+    a tensor); those `dead` holds are skipped, those found expired are added to it.
 
     expired() is true when the storage's use count is at its baseline (0, or 2 for an output torch
     caches: the cache's storage object and tensor) and, for a cached output, check_refcount says
     that only the cache holds its tensor (the same in every release 2.11 - 2.15). That check is
     read here as each release makes it (CPP_HELD_CACHED_OUTPUT_LIVE); an output with no cached
-    tensor to read is asked expired() itself.
-
-    `seen_dead` (output index -> the wrapper's weak storage reference and the storage it pointed
-    to) keeps those found expired, which are not read again: while the wrapper points to that
-    storage it stays expired. A storage whose use count fell to zero has no users again, and a
-    cached output gets users again only when torch runs its node, where the caller drops the
-    node's `seen_dead`. A wrapper pointed at another storage (`swap_weakref`, a new wrapper) is read."""
-    refs = output_refs(node)
+    tensor to read is asked expired() itself. This runs at every decision of a replay loop
+    traced at "full": no call per output beyond torch's counts."""
+    refs = read(node, "outputs_weakrefs", None) or ()
+    if len(dead.storages) != len(refs):
+        dead.storages, dead.cdatas = [None] * len(refs), [None] * len(refs)
+    storages, cdatas = dead.storages, dead.cdatas
     cached = getattr(node, "cached_tensor_outputs", None) or ()
-    seen_dead = {} if seen_dead is None else seen_dead
+    n_cached = len(cached)
     use_count, refcount, cpp_held_live = getattr(torch._C, STORAGE_USE_COUNT), sys.getrefcount, CPP_HELD_CACHED_OUTPUT_LIVE
     live = []
     for i, ref in enumerate(refs):
         if ref is None:
-            live.append(False)
             continue
         storage = ref.ref
-        seen = seen_dead.get(i)
-        if seen is not None and seen[0] is storage and seen[1] == storage.cdata:
-            live.append(False)
+        if storages[i] is storage and cdatas[i] == storage.cdata:
             continue
         if ref.extra_ref_check is None:
             expired = use_count(storage.cdata) == 0
         elif use_count(storage.cdata) != 2:
             expired = False
-        elif i < len(cached) and cached[i] is not None:
+        elif i < n_cached and cached[i] is not None:
             # check_refcount: the cache's list entry and getrefcount's argument are 2 (no local
             # may hold the tensor while it counts)
             held = refcount(cached[i])
@@ -266,8 +284,10 @@ def outputs_live(node: Any, seen_dead: Optional[dict[int, tuple]] = None) -> lis
         else:
             expired = ref.expired()
         if expired:
-            seen_dead[i] = (storage, storage.cdata)
-        live.append(not expired)
+            storages[i] = storage
+            cdatas[i] = storage.cdata
+        else:
+            live.append(i)
     return live
 
 
