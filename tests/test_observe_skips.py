@@ -99,10 +99,13 @@ def add(manager, gm, frame=0, recompile=0):
     def partition_0(inputs):  # torch's name for the code of a compiled graph
         return list(gm(*inputs))
 
+    since_2_14 = {"kernel_free_cudagraph": False, "user_visible_output_idxs": tuple(range(len(output.args[0])))}
+    arguments = inspect.signature(trees.CUDAGraphTreeManager.add_function).parameters
     fn, _ = manager.add_function(
         partition_0, [torch.zeros(4)], [], [a.meta.get("stack_trace") for a in output.args[0]],
         trees.CompilationMode.INFERENCE, (), tuple(get_placeholder_info(gm.graph)), (0,),
-        CompileId(frame_id=frame, frame_compile_id=recompile),
+        compile_id=CompileId(frame_id=frame, frame_compile_id=recompile),
+        **{name: value for name, value in since_2_14.items() if name in arguments},
     )
     return fn
 
