@@ -271,16 +271,17 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
             continue
         if ref.extra_ref_check is None:
             expired = use_count(storage.cdata) == 0
-        elif use_count(storage.cdata) != 2:
-            expired = False
         elif i < n_cached and cached[i] is not None:
-            # check_refcount: the cache's list entry and getrefcount's argument are 2 (no local
-            # may hold the tensor while it counts)
+            # expired() is check_refcount and the storage's count at 2; the check first, as it
+            # decides most live outputs alone. check_refcount: the cache's list entry and
+            # getrefcount's argument make 2 (no local may hold the tensor while it counts)
             held = refcount(cached[i])
-            if cached[i]._use_count() > 1:
-                expired = False if cpp_held_live else held == 3
+            if held > 3:
+                expired = False
+            elif cached[i]._use_count() > 1:
+                expired = not cpp_held_live and held == 3 and use_count(storage.cdata) == 2
             else:
-                expired = held == 2
+                expired = held == 2 and use_count(storage.cdata) == 2
         else:
             expired = ref.expired()
         if expired:
