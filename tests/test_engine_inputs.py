@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 
 import cgviz
@@ -68,10 +69,10 @@ def test_static_input_moving_every_call_records_again_without_limit():
     assert not steps_of(tree, "eager")
 
 
-def test_moved_path_output_past_rerecord_limit_runs_eagerly_there():
-    """g recorded on a row of f's output, later given other rows (other addresses in the path's
-    memory): each such move counts; past rerecord_limit g runs eagerly under that node."""
-    tree = cgviz.Tree("sim", rerecord_limit=1)
+def moved_path_output_decisions(release: str) -> list:
+    """g recorded on a row of f's output, then given rows 1, 2 and 3 (other addresses in the
+    path's memory): the steps of g's three calls, in a tree deciding as `release`."""
+    tree = cgviz.Tree("sim", rerecord_limit=1, rules=release)
     tf = tree.wrap(lambda x: x + 1, name="f")
     tg = tree.wrap(lambda r: r * 2, name="g")
     x = data(4, 8, seed=3)
@@ -87,9 +88,24 @@ def test_moved_path_output_past_rerecord_limit_runs_eagerly_there():
         assert same(z, (x[row] + 1) * 2)
         decisions.append(last_step(tree))
         del y, z
+    return decisions
+
+
+@pytest.mark.parametrize("release", ["2.13", "2.14", "2.15"])
+def test_moved_path_output_past_rerecord_limit_runs_eagerly_there(release):
+    """Each move of a path output counts; past rerecord_limit g runs eagerly under that node."""
+    decisions = moved_path_output_decisions(release)
     assert [d.kind for d in decisions] == ["record", "eager", "eager"]
     assert "was output 0 of node" in decisions[0].reason
     assert "rerecord_limit=1" in decisions[1].reason and "under node" in decisions[1].reason
+
+
+def test_moved_path_output_records_again_where_torch_has_no_limit():
+    """torch 2.12 ignores cudagraph_unexpected_rerecord_limit (exceed_rerecord_limit returns
+    False): g records again at each move."""
+    decisions = moved_path_output_decisions("2.12")
+    assert [d.kind for d in decisions] == ["record", "record", "record"]
+    assert all("was output 0 of node" in d.reason for d in decisions)
 
 
 def test_non_static_input_is_copied_so_later_mutation_does_not_change_the_output(tree):
