@@ -285,3 +285,18 @@ def test_an_output_with_an_extra_check_and_no_cached_tensor_is_asked_expired():
     assert layout.outputs_live(node) == [False]
     assert Asked.asked == 1
     del storage
+
+
+def test_the_observer_lets_go_of_the_nodes_torch_freed():
+    """A long run makes and frees many nodes (warmups, re-recordings): what the observer keeps
+    of them, walked by every snapshot and state at "full", holds only those torch still keeps."""
+    observer = TorchObserver("full")
+    kept = CUDAGraphNode("kept")
+    observer.node_id(kept)
+    for i in range(200):
+        observer.node_id(CUDAWarmupNode(f"w{i}", 0))  # freed at once, as torch frees a warmup node
+    assert observer.live_nodes() == {0: kept}
+    assert len(observer._nodes) == 1
+    observer.node_id(CUDAWarmupNode("late", 0))
+    assert len(observer._nodes) == 2  # let go at the next walk
+    assert observer.live_nodes() == {0: kept} and len(observer._nodes) == 1

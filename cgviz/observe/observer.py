@@ -72,6 +72,7 @@ class TorchObserver:
         self._devices: dict[int, Optional[str]] = {}  # id(manager) -> its device ('cuda:1')
         self._ids: dict[int, int] = {}  # id(torch node) -> cgviz node id, while torch keeps the node
         self._nodes: dict[int, weakref.ref] = {}  # cgviz id -> torch node (weakly: snapshots show it while it lives)
+        self._freed: list[int] = []  # cgviz ids of nodes torch freed, still in _nodes (see live_nodes)
         self._born: dict[int, int] = {}  # cgviz id -> generation it was made in
         self._next_id = 0
         self.replays: Counter = Counter()  # cgviz id -> how often torch replayed it
@@ -122,14 +123,17 @@ class TorchObserver:
         if found is None:
             found = self._ids[key] = self._next_id
             self._next_id += 1
-            self._nodes[found] = weakref.ref(node, partial(self._forget, key))
+            self._nodes[found] = weakref.ref(node, partial(self._forget, key, found))
             self._born[found] = self.generation
         return found
 
-    def _forget(self, key: int, _ref: Any) -> None:
-        """torch freed a node: its id() may be reused by a new node, which gets a new cgviz id."""
+    def _forget(self, key: int, cg_id: int, _ref: Any) -> None:
+        """torch freed a node: its id() may be reused by a new node, which gets a new cgviz id.
+        Its entry in _nodes goes at the next live_nodes() (this may run inside its loop, from
+        the garbage collector)."""
         self._ids.pop(key, None)
         self._replay_steps.pop(key, None)
+        self._freed.append(cg_id)
 
     def _parent_of(self, node_id: int, node: Any) -> Optional[int]:
         """A node's parent's id, read from torch once (a replay loop asks at every step it makes)."""
@@ -138,7 +142,12 @@ class TorchObserver:
         return self._parents[node_id]
 
     def live_nodes(self) -> dict[int, Any]:
-        return {cg_id: node for cg_id, node in ((i, r()) for i, r in self._nodes.items()) if node is not None}
+        """The nodes torch still keeps, by cgviz id (a snapshot walks these at every decision at
+        "full": the nodes freed are let go first, so a long run does not walk its history)."""
+        freed, nodes = self._freed, self._nodes
+        while freed:
+            nodes.pop(freed.pop(), None)
+        return {cg_id: node for cg_id, node in ((i, r()) for i, r in nodes.items()) if node is not None}
 
     # -- steps ---------------------------------------------------------------------------------
     def step(self, kind: str, reason: str, manager: Any = None, *, function: Optional[str] = None,
