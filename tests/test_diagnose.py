@@ -228,3 +228,65 @@ def test_torch_graph_break_gets_no_false_recompile_finding():
     diagnosis = cgviz.diagnose(torch_trace("torch_graph_break"))
     assert all(f.severity == "info" for f in diagnosis), diagnosis.text()
     assert not diagnosis.of("shapes")
+
+
+def test_rerecords_in_torchs_words_name_their_cause():
+    """An observed trace words a failed check as torch does (its CheckInvariantStatus), beside the
+    compile id of the graph: the cause is read from torch's words, not taken for a new compile."""
+    from cgviz.trace.model import Step, Trace
+
+    def record(i: int, node: int, why: str) -> Step:
+        return Step(index=i, kind="record", generation=1, function="f [0/0] (inference)", node=node, parent=1,
+                    reason=f"recording f [0/0] (inference) as a child of node 1 (compile id 0/0){why}")
+
+    steps = [record(0, 2, ""),
+             record(1, 3, "; node 2 could not replay: cudagraph managed tensor data pointer changed.\ninput name: "
+                          "arg0_1. data pointer changed from 1024 to 2048. input stack trace: None"),
+             record(2, 4, "; node 2 could not replay: expected dead indices before graph are live"),
+             record(3, 5, "; node 2 could not replay: static input data pointer changed.\ninput name: arg1_1. "
+                          "data pointer changed from 4096 to 8192. input stack trace: None")]
+    (finding,) = cgviz.diagnose(Trace(steps=steps, meta={"backend": "torch.compile"})).of("rerecord")
+    assert finding.numbers["causes"] == {"an input that was an output of the path moved": 1,
+                                         "an output dead at recording is live now": 1, "a static input moved": 1}
+
+
+def test_past_the_rerecord_limit_the_fix_is_that_of_what_made_it_record_again():
+    """From torch 2.13 an output dead at recording and live again counts toward the re-record
+    limit too: past it, the fix is to let go of outputs (or mark the step), not to keep inputs in
+    place; and so for torch's own message, by the cause it names."""
+    from cgviz.trace.reasons import CAUSE_FIXES, DEAD_LIVE, MANAGED_MOVED, MARK_STEP_FIX, STATIC_MOVED, fix_for
+
+    tree = cgviz.Tree("sim", rules="2.15", rerecord_limit=0)
+    f = tree.wrap(lambda x: (x + 1, x * 2), name="f")
+    g = tree.wrap(lambda a: a - 1, name="g")
+    x = data(4)
+    for i in range(5):
+        a, b = f(x)
+        if i < 3:
+            del b  # g is recorded while f's second output is dead ...
+        g(a)
+        del a
+        b = None  # ... and later called while it is live
+    eager = [e for e in cgviz.diagnose(tree).of("eager") if "was dead at recording and is live now" in e.numbers["cause"]]
+    assert len(eager) == 1 and eager[0].suggestion == MARK_STEP_FIX
+    limit = "skipping cudagraph due to function 0 exceeding max re-recording limit (=128) on cudagraph node 2 due to "
+    assert fix_for(limit + "expected dead indices before graph are live.") == MARK_STEP_FIX
+    assert fix_for(limit + "cudagraph managed tensor data pointer changed.\ninput name: x") == CAUSE_FIXES[MANAGED_MOVED]
+    assert fix_for(limit + "static input data pointer changed.\ninput name: w") == CAUSE_FIXES[STATIC_MOVED]
+    assert CAUSE_FIXES[DEAD_LIVE] == MARK_STEP_FIX
+    assert "pass the outputs of an earlier graph on" in fix_for(limit.removesuffix(" due to ") + ".")
+
+
+def test_an_output_fed_back_after_mark_step_names_mark_step_as_what_invalidated_it():
+    """In a cgviz tree only mark_step() begins a generation: the finding says so, not that the
+    call did."""
+    tree = cgviz.Tree("sim")
+    f = tree.wrap(lambda x: x + 1, name="f")
+    y = f(data(4))
+    tree.mark_step()
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        f(y)
+    (finding,) = cgviz.diagnose(tree).of("overwritten")
+    assert "mark_step() (step 2, generation 2) invalidated it" in finding.title
+    assert "each call of a compiled function" not in finding.title
+    assert finding.numbers["cause"] == "an output fed back into the next call was invalidated by the mark_step() before it"

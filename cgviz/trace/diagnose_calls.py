@@ -11,8 +11,8 @@ from typing import Optional
 from cgviz.trace.findings import CALL_KINDS, Finding
 from cgviz.trace.model import Step
 from cgviz.trace.reasons import (
-    BEFORE_OBSERVING, OBSERVE_FIRST_CALL, OVERWRITTEN, SKIPPED, at_source, fix_for, torch_skip, torch_skipped,
-    user_source,
+    BEFORE_OBSERVING, CAUSE_FIXES, OBSERVE_FIRST_CALL, OVERWRITTEN, SKIPPED, at_source, fix_for, replay_cause,
+    torch_skip, torch_skipped, user_source,
 )
 from cgviz.trace.units import plural
 
@@ -224,12 +224,7 @@ def rerecords(steps: list[Step]) -> list[Finding]:
     return out
 
 
-_CAUSE_FIX = {
-    "a static input moved": "keep parameters and buffers in place (update them with copy_ or in-place ops, "
-    "not by assigning new tensors)",
-    "an input that was an output of the path moved": "pass the outputs of the previous call on as they are",
-    "an output dead at recording is live now": "start each iteration with torch.compiler.cudagraph_mark_step_begin() "
-    "(tree.mark_step()), or let go of outputs you no longer need before the next call",
+_CAUSE_FIX = CAUSE_FIXES | {
     "a new input shape or compile": "pad or bucket inputs to a few fixed shapes: torch records a CUDA graph per input "
     "shape (marking the dimension dynamic saves recompilations, not recordings)",
 }
@@ -237,12 +232,9 @@ _CAUSE_FIX = {
 
 def _record_cause(reason: str) -> str:
     text = reason.lower()
-    if "static input" in text and ("moved" in text or "data pointer changed" in text):
-        return "a static input moved"
-    if "was output" in text and "now it is at" in text:
-        return "an input that was an output of the path moved"
-    if "dead at recording and is live now" in text:
-        return "an output dead at recording is live now"
+    cause = replay_cause(text)
+    if cause is not None:
+        return cause
     if "compile id" in text or "has no root graph yet" in text:
         return "a new input shape or compile"
     return "no recorded graph could take the call"

@@ -51,6 +51,12 @@ CHAINED_FIX = (
     "function, so that the chained calls share one generation (then clone what you keep across iterations); or "
     "clone the output before handing it on (head(encoder(x).clone()))"
 )
+TREE_CHAINED_FIX = (
+    "call tree.mark_step() once at the start of each iteration, before the first of the chained calls and not "
+    "between them; or clone the output before handing it on (head(encoder(x).clone()))"
+)
+# how the engine's generation steps begin: "mark_step(): generation 1 ends, generation 2 begins; ..."
+MARK_STEP = "mark_step():"
 FEEDBACK_FIX = (
     "clone the output you feed back before the next call (h = h.clone()), or copy it into a tensor you keep "
     "(state.copy_(h)) and pass that"
@@ -84,21 +90,23 @@ def overwritten_outputs(steps: list[Step], meta: dict) -> list[Finding]:
         calls_between = [s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS] if began else []
         handed = [(n, o) for n, o in invalid if made.get(n)]
         if step.function and began is not None and not calls_between and handed:
-            n, o = handed[0]  # the call that began the generation read an output it invalidated
-            began_by = (f"step {began.index + 1} began generation {began.generation} (each call of a compiled function "
-                        "begins a new generation when no backward is pending and cudagraph_mark_step_begin() is not "
-                        "used)")
-            if made[n] == step.function:
-                numbers.update(cause="an output fed back into the next call was invalidated by that call", output=[n, o])
-                title = (f"{step.function} was fed back its own output {o} of node {n}{where}, and the call "
-                         f"invalidated it: {began_by}")
-                fix = FEEDBACK_FIX
+            n, o = handed[0]  # the generation began right before the call that read an output it invalidated
+            numbers["output"] = [n, o]
+            fed_back = made[n] == step.function
+            if began.reason.startswith(MARK_STEP):  # a cgviz tree: mark_step() began it, not the call
+                numbers["cause"] = (f"an output {'fed back into' if fed_back else 'handed to'} the next call was "
+                                    "invalidated by the mark_step() before it")
+                culprit = f"mark_step() (step {began.index + 1}, generation {began.generation}) invalidated it"
+                fix = FEEDBACK_FIX if fed_back else TREE_CHAINED_FIX
             else:
-                numbers.update(cause="an output handed to the next compiled function was invalidated by that call",
-                               output=[n, o])
-                title = (f"{step.function} was handed output {o} of node {n} ({made[n]}){where}, and its own call "
-                         f"invalidated it: {began_by}")
-                fix = CHAINED_FIX
+                numbers["cause"] = ("an output fed back into the next call was invalidated by that call" if fed_back
+                                    else "an output handed to the next compiled function was invalidated by that call")
+                culprit = (f"{'the' if fed_back else 'its own'} call invalidated it: step {began.index + 1} began "
+                           f"generation {began.generation} (each call of a compiled function begins a new generation "
+                           "when no backward is pending and cudagraph_mark_step_begin() is not used)")
+                fix = FEEDBACK_FIX if fed_back else CHAINED_FIX
+            given = f"fed back its own output {o} of node {n}" if fed_back else f"handed output {o} of node {n} ({made[n]})"
+            title = f"{step.function} was {given}{where}, and {culprit}"
         elif _BACKWARD_READ in step.reason and (grads or "gradient tensor output" in step.reason):
             what = f"output {grads[0][1]} of node {grads[0][0]} ({made[grads[0][0]]})" if grads else "a backward's output"
             numbers.update(cause="gradient accumulation: a .grad held in the CUDA graph pool", output=list(grads[0]) if grads else None)

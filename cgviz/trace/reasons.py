@@ -37,6 +37,44 @@ _OPERATION = re.compile(r"incompatible op (\S+)|control flow operator: (\S+?)\.?
 _USER_LINE = re.compile(r" at (?P<file>[^\s:()]+):(?P<line>\d+) in (?P<function>[^\s(]+)(?: \((?P<code>.*?)\))?\),")
 
 
+# Why a recorded graph could not take a call, in the engine's words and in torch's (its
+# CheckInvariantStatus), and the change that lets it replay
+STATIC_MOVED = "a static input moved"
+MANAGED_MOVED = "an input that was an output of the path moved"
+DEAD_LIVE = "an output dead at recording is live now"
+_REPLAY_CAUSES = (
+    (re.compile(r"static input \d+ moved from|static input data pointer changed"), STATIC_MOVED),
+    (re.compile(r"was output \d+ of node \d+ at \S+ when recorded, now it is at|cudagraph managed tensor data pointer "
+                r"changed"), MANAGED_MOVED),
+    (re.compile(r"was dead at recording and is live now|expected dead indices before graph are live"), DEAD_LIVE),
+)
+MARK_STEP_FIX = (
+    "start each iteration with torch.compiler.cudagraph_mark_step_begin() (tree.mark_step()), or let go of "
+    "outputs you no longer need before the next call"
+)
+CAUSE_FIXES = {
+    STATIC_MOVED: "keep parameters and buffers in place (update them with copy_ or in-place ops, not by assigning "
+    "new tensors)",
+    MANAGED_MOVED: "pass the outputs of the previous call on as they are (not a copy or a new tensor)",
+    DEAD_LIVE: MARK_STEP_FIX,
+}
+
+
+def replay_cause(reason: str) -> Optional[str]:
+    """Why a graph could not replay, where a reason says (the first of the causes it names, in
+    torch's check order but static inputs first), or None."""
+    text = reason.lower()
+    for pattern, cause in _REPLAY_CAUSES:
+        if pattern.search(text):
+            return cause
+    return None
+
+
+# past the re-record limit, where the reason does not say what made the graph record again
+_LIMIT_FIX = (
+    "keep what a graph reads in place between calls: pass the outputs of an earlier graph on as they are, and "
+    "update parameters and buffers in place (copy_); inputs of your own are copied in and never cause a recording"
+)
 # (words in a reason, what to change): the first match suggests the fix for an eager fallback
 _FIXES = (
     (("cudagraph_skip_dynamic_graphs",), "let torch record a CUDA graph per input shape: leave "
@@ -60,8 +98,7 @@ _FIXES = (
      "keep the outputs one compiled function passes to the next in place (reuse them, or copy_ into a fixed "
      "buffer), or let torch copy them: torch._inductor.config.triton.cudagraph_managed_input_rerecord_action = "
      "'copy' (torch 2.15)"),
-    (("rerecord_limit", "re-recording limit", "re-recorded"), "keep the inputs that feed one graph in "
-     "place between calls (reuse buffers with copy_ instead of new tensors)"),
+    (("rerecord_limit", "re-recording limit", "re-recorded"), _LIMIT_FIX),
     (("shape_limit", "input signatures already have graphs"), "pad or bucket inputs to a few shapes: CUDA graphs "
      "are recorded per input shape, also where torch.compile compiled the dimension dynamic"),
     (("requires grad",), "run inference under torch.no_grad(), or graph the forward and the backward "
@@ -89,12 +126,11 @@ def fix_for(reason: str) -> str:
     text = reason.lower()
     for words, fix in _FIXES:
         if any(w in text for w in words):
+            if fix is _LIMIT_FIX:  # past the re-record limit: the fix of what made it record again
+                return CAUSE_FIXES.get(replay_cause(text) or "", fix)
             return fix
-    if "dead at recording and is live now" in text or "pending backward" in text:
-        return (
-            "start each iteration with torch.compiler.cudagraph_mark_step_begin() (tree.mark_step()), or let go of "
-            "outputs you no longer need before the next call"
-        )
+    if replay_cause(text) == DEAD_LIVE or "pending backward" in text:
+        return MARK_STEP_FIX
     return ""
 
 
