@@ -31,7 +31,7 @@ def decisions(tree, start: int) -> list:
 @contextlib.contextmanager
 def inlining(on: bool):
     """torch._dynamo.config.inline_inbuilt_nn_modules, which torch 2.11's re-record limit reads
-    (deprecated, always True, from 2.13: setting it only warns)."""
+    (deprecated, always True, from 2.12: setting it only warns)."""
     import torch._dynamo.config as dynamo_config
 
     with warnings.catch_warnings():

@@ -54,7 +54,8 @@ class Rules:
       live outputs are cloned out of the pool at a new generation instead of invalidated);
       generation_cloning_available: 2.14+.
     - kernel_free_graphs: 2.14+ keeps no CUDA graph for a compiled function that launches no
-      kernels (kernel_free_cudagraph: its node has graph None and a replay runs nothing).
+      kernels (kernel_free_cudagraph: its node has graph None, and a replay copies its inputs in and
+      launches nothing).
     - warmup_incomplete_available: 2.14+ has mark_warmup_incomplete(): a function warming up
       asks for another warmup.
     """

@@ -143,5 +143,5 @@ def torch_inlines_nn_modules() -> bool:
     if config is None:
         return True
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # deprecated (always True) from torch 2.13 on
+        warnings.simplefilter("ignore")  # deprecated (always True) from torch 2.12 on
         return bool(getattr(config, "inline_inbuilt_nn_modules", True))

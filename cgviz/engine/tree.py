@@ -53,7 +53,8 @@ class Tree:
       as the release has it, and one the release lacks raises ValueError.
     - rerecord_limit: torch's cudagraph_unexpected_rerecord_limit (128): re-recordings of a
       function under one node before it runs eagerly there. Which re-recordings count, and
-      whether the limit applies at all, depend on the release (none in 2.12).
+      whether the limit applies at all, depend on the release (none in 2.12, nor in 2.11 while
+      dynamo's inline_inbuilt_nn_modules is on, its default).
     - shape_limit: distinct input signatures of one function that get graphs; more run eagerly
       (cgviz's own limit, for every release).
     - generation_cloning: "user_visible" (torch 2.14+'s cudagraph_trees_generation_cloning):

@@ -318,7 +318,7 @@ def wrap_warmup_incomplete(original: Callable) -> Callable:
         out = original(self, *args, **kwargs)
         if warming is not None:
             for obs in ACTIVE:
-                obs.warmup_incomplete()
+                obs.warmup_incomplete(self, warming)
         return out
     return mark_warmup_incomplete
 

@@ -26,8 +26,9 @@ _AUTOGRAD = code_dirs(os.path.join(os.path.dirname(torch.__file__), "autograd"))
 _PARTITION = re.compile(r"partition_[1-9]\d*")
 # what torch's manager state says about a call it ran eagerly (layout.eager_cause)
 EAGER_WORDS = {
-    layout.EAGER_MUTATION: "it mutates inputs the tree does not manage (torch's tree marked it so at this place of "
-    "the tree)",
+    layout.EAGER_MUTATION: "it mutates an input in place that is neither static (a parameter, a buffer, a tensor "
+    "marked static) nor an output of a graph on the tree's current path (torch's tree marked it so at this place "
+    "of the tree)",
     layout.EAGER_RERECORD_LIMIT: "it passed torch's re-recording limit at this place of the tree",
     layout.EAGER_MANAGED_INPUT_LIMIT: "an input that is an output of the path kept moving here, and torch runs this "
     "function eagerly at this place of the tree from now on (torch._inductor.config.triton."
@@ -71,18 +72,15 @@ def generation_reason(ended: int, invalidated: list, cloned: Optional[list] = No
 
 def rerecord_count_note(status: str) -> str:
     """What a re-record caused by a failed check of `status` does to torch's re-record limit,
-    in this release's rules ('' where it counts as it always did)."""
-    counts = layout.rerecord_counts(status)
-    if counts is None:
-        return f" (torch {layout.RELEASE_NAME} has no re-record limit)"
-    if not counts and status == layout.STATIC_INPUT_MISMATCH:
-        return (f" (torch {layout.RELEASE_NAME} does not count a moved static input toward "
-                "cudagraph_unexpected_rerecord_limit)")
-    return ""
+    in this release's rules, as the record step's note ('' where it counts as it always did)."""
+    note = layout.rerecord_note(status)
+    return f" ({note})" if note else ""
 
 
-KERNEL_FREE = ("it launches no kernels, so torch keeps no CUDA graph for it: a replay only hands back "
-               "its outputs (torch 2.14+)")
+KERNEL_FREE = ("it launches no kernels, so torch keeps no CUDA graph for it: a replay copies its inputs in "
+               "and hands back its outputs (torch 2.14+)")
+WARMED_UP_AGAIN = ("asked for another warmup (torch.compiler.cudagraph_mark_warmup_incomplete()): it runs eagerly "
+                   "again, allocations in the tree's pool")
 WARMUP_INCOMPLETE = ("it asked for another warmup (torch.compiler.cudagraph_mark_warmup_incomplete()): "
                      "its next call warms up again")
 
@@ -90,7 +88,8 @@ WARMUP_INCOMPLETE = ("it asked for another warmup (torch.compiler.cudagraph_mark
 def demoted_note(inputs: list[int], action: str, limit: object) -> str:
     """torch 2.15 gave up on re-recording for inputs that are outputs of the path and keep moving."""
     which = ", ".join(str(i) for i in inputs)
-    what = ("torch copies it into the graph from now on instead of recording again" if action == "copy"
+    what = ("torch records this graph copying it in, so later moves replay instead of recording again"
+            if action == "copy"
             else "torch runs this function eagerly at this place of the tree from now on")
     return (f"input {which} (an output of the path) moved {limit} times here: {what} "
             f"(cudagraph_managed_input_rerecord_limit = {limit}, action '{action}')")

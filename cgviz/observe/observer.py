@@ -78,6 +78,10 @@ class TorchObserver:
         self.replays: Counter = Counter()  # cgviz id -> how often torch replayed it
         self._invalidated: set[tuple[int, int]] = set()
         self._notes: list[str] = []  # re-record reasons and warnings for the next step
+        # (id(manager), function id) of functions that asked for another warmup during theirs, and
+        # of those whose next warmup is the one they asked for (torch 2.14+)
+        self._asked: set[tuple[int, Any]] = set()
+        self._rewarm: set[tuple[int, Any]] = set()
         self._pending_invalidated: list[list[int]] = []
         self._pending_cloned: list[tuple[int, int, int]] = []  # (node, output, bytes) cloned at this generation
         self.depth = 0  # run() calls of the tree manager under way (torch's run() calls itself)
@@ -350,8 +354,17 @@ class TorchObserver:
     # -- decisions off the loop --------------------------------------------------------------------
     def warmed_up(self, manager: Any, function_id: Any, node: Any, start: Optional[float]) -> None:
         label = self.label(manager, function_id)
-        reason = (f"{label} runs eagerly again: the path is warming up" if layout.already_warm(node)
-                  else f"first call of {label}: warm up eagerly, allocations in the tree's pool")
+        key = (id(manager), function_id)
+        if layout.already_warm(node):
+            reason = f"{label} runs eagerly again: the path is warming up"
+        elif key in self._rewarm:
+            reason = f"{label} {naming.WARMED_UP_AGAIN}"
+        else:
+            reason = f"first call of {label}: warm up eagerly, allocations in the tree's pool"
+        self._rewarm.discard(key)
+        if key in self._asked:  # it asked during this warmup: the next one is the warmup it asked for
+            self._asked.discard(key)
+            self._rewarm.add(key)
         self.step("warmup", reason, manager, function=label, node=node, start=start)
 
     def recorded(self, manager: Any, function_id: Any, parent: Any, node: Any, mismatches: list,
@@ -400,10 +413,12 @@ class TorchObserver:
         self._notes.append("torch warns: unable to hit the fast path because outputs from a previous "
                            "step still require backward (a pending backward)")
 
-    def warmup_incomplete(self) -> None:
-        """torch 2.14+: the function warming up asked for another warmup."""
+    def warmup_incomplete(self, manager: Any, function_id: Any) -> None:
+        """torch 2.14+: the function warming up asked for another warmup (torch forgets that it
+        warmed up: its next warmup is that one, not a first call)."""
         self.catch_up()
         self._notes.append(naming.WARMUP_INCOMPLETE)
+        self._asked.add((id(manager), function_id))
 
     def managed_inputs_limited(self, inputs: list[int], action: str, limit: Any) -> None:
         """torch 2.15: inputs that are outputs of the path kept moving on this edge."""

@@ -84,7 +84,7 @@ _FIXES = (
      "move CPU work, host reads and ops on data-dependent shapes out of it"),
     (("cpu device", "is on cpu", "cpu scalar"), "move the inputs to the GPU before the call (x.cuda()); keep "
      "CPU scalars as Python numbers"),
-    (("mutates input", "mutated inputs", "mutation"), "make the tensor the function writes in place static: "
+    (("mutates input", "mutates an input", "mutated inputs", "mutation"), "make the tensor the function writes in place static: "
      "torch._dynamo.mark_static_address(t) before the first call, or keep it as a module's buffer "
      "(register_buffer)"),
     (("output shape depends on the data", "dynamic_output_shape", "nonzero", "masked_select"),

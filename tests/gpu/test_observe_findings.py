@@ -72,7 +72,7 @@ def test_mutated_input_compiled_before_observing_says_so():
                 compiled(torch.zeros(8, device=DEV))
     eager = [s for s in trace.steps if s.kind == "eager"]
     assert eager and all("before observing began" in s.reason and "Found from" not in s.reason for s in eager)
-    assert "mutates inputs the tree does not manage" in eager[0].reason
+    assert "neither static (a parameter, a buffer, a tensor marked static) nor an output" in eager[0].reason
     assert trace.meta["compiled_before_observing"] == [eager[0].function]
     d = cgviz.diagnose(trace)
     (skip,) = d.of("eager")

@@ -116,3 +116,33 @@ def test_a_new_function_after_replays_while_an_ended_generations_output_is_held(
     assert [d for _, d in t.calls] == [W, R, E, W, W, W, R, E], f"HARNESS: torch decided {format_calls(t.calls)}"
     assert [d for _, d in c.calls] == [W, R, E, W, R, E, E, E], f"cgviz decided {format_calls(c.calls)}"
     assert dict(t.notes)["y is stale"] is False and dict(c.notes)["y is stale"] is True
+
+
+def test_a_replayed_path_ends_lazily_in_torch_and_at_mark_step_in_cgviz():
+    """Documented in docs/engine.md ("a call in a new generation after replays"): after replays,
+    torch first tries the current node's children, even in a new generation, and ends the path
+    only when none takes the call; cgviz's mark_step() ends the path at once. With a chain of
+    graphs of f recorded under one another, a mark_step() before each call makes torch replay the
+    chain's nodes in turn (each with its own output memory), and cgviz replay the root."""
+
+    def work(T):
+        f = T.wrap(lambda x: x * 2 + 1, name="f")
+        x = rand(8)
+        T.mark_step()
+        for _ in range(3):  # warmup, record, replay: the root, node 1
+            y = f(x)
+            del y
+        for _ in range(4):  # the previous output held: a replay of node 1, then a chain of three children
+            y = f(x)
+        del y
+        addresses = []
+        for i in range(4):
+            T.mark_step()
+            y = f(x)
+            addresses.append(y.data_ptr())
+            T.check(f"step {i}", y, x * 2 + 1)
+        T.note("distinct output addresses over the mark_step() loop", len(set(addresses)))
+
+    t, c = run_both(work)
+    assert_parity(t, c, expect=[W, R, E, E, R, R, R, E, E, E, E],
+                  differ={"distinct output addresses over the mark_step() loop": (4, 1)})

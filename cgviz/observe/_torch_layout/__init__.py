@@ -12,6 +12,7 @@ torch_words, frames); the names they look for are passed from here.
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import torch
@@ -181,15 +182,20 @@ _MISMATCH_KINDS = {STATIC_INPUT_MISMATCH: rules.STATIC, "CudagraphManagedIdxMism
                    "ExpectedDeadIndicesBeforeGraphMismatch": rules.DEAD}
 
 
-def rerecord_counts(status: str) -> Optional[bool]:
-    """Does a re-record after a failed check of `status` (a CheckInvariantStatus name) count
-    toward torch's re-record limit in the installed release? None: this release has no limit.
-    The release's rules are the engine's (`cgviz._torch.rules`: one table for both producers)."""
-    release = rules.rules_for(f"{RELEASE[0]}.{RELEASE[1]}")
-    if release.rerecord_limit_applies == rules.NEVER:
-        return None
+def rerecord_note(status: str) -> str:
+    """What a re-record after a failed check of `status` (a CheckInvariantStatus name) does to
+    torch's re-record limit in the installed release, in the engine's words (`cgviz._torch.rules`:
+    one table for both producers): that no limit applies now, or that this check does not count;
+    '' where it counts. 2.11 applies the limit only while dynamo's inline_inbuilt_nn_modules is off,
+    read as its exceed_rerecord_limit reads it."""
+    release = rules.rules_for(RELEASE_NAME)
+    inlining = release.rerecord_limit_applies != rules.WITHOUT_INLINING or bool(
+        getattr(sys.modules.get("torch._dynamo.config"), "inline_inbuilt_nn_modules", True))
+    limit = rules.limit_in_force(release, inlining)
     kind = _MISMATCH_KINDS.get(status)
-    return kind is not None and release.counts(kind)
+    if limit is None or (kind is not None and not release.counts(kind)):
+        return rules.rerecord_note(release, [kind] if kind else [], 0, limit, "")
+    return ""
 
 
 # torch 2.15 says through this logger (torch._logging.warning_once) that a compiled graph hit
