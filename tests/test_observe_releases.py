@@ -18,7 +18,7 @@ import torch
 from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
 
 import cgviz
-from cgviz.observe import graph_data, recorded_kernels
+from cgviz.observe import recorded_kernels
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import naming
 from cgviz.observe.observer import TorchObserver
@@ -280,11 +280,16 @@ def test_the_doctor_fixes_the_2_15_limits(reason, fix):
 
 def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(monkeypatch):
     """torch 2.14+ runs global instantiate hooks with the graph's template live: the observer reads
-    get_graph_data() there and leaves torch.cuda.CUDAGraph alone; the hook is removed after."""
+    get_graph_data() there, and where torch refuses it (cuda.bindings or a driver older than 13.1)
+    the DOT text CUDA writes for the template; it leaves torch.cuda.CUDAGraph alone, and the hook
+    is removed after."""
     import sys
     import types
+    from pathlib import Path
 
     import torch
+
+    from cgviz._torch.kernels import kernel_counts
 
     registry: dict = {}
 
@@ -299,21 +304,36 @@ def test_kernels_come_through_the_public_instantiate_hook_where_torch_has_it(mon
         registry[len(registry)] = fn
         return Handle(len(registry) - 1)
 
-    class Graph:
+    dot = (Path(__file__).parent / "data" / "cuda_graph_debug.dot").read_text()
+
+    class Graph:  # get_graph_data answers
         def get_graph_data(self):
             return {"nodes": [{"node_type": "kernel", "kernel_name": "k"}, {"node_type": "memcpy"}]}
 
+    class OldDriverGraph:  # torch refuses get_graph_data; debug_dump writes the template's DOT text
+        def get_graph_data(self):
+            raise RuntimeError("get_graph_data requires cudaGraphNodeGetToolsId which needs cuda.bindings >= 13.1 "
+                               "and CUDA driver >= 13.1")
+
+        def debug_dump(self, path):
+            Path(path).write_text(dot)
+
+    class NoBindingsGraph:  # neither: nothing to read the graph with
+        def get_graph_data(self):
+            raise RuntimeError("This CUDAGraph API requires the cuda-bindings package")
+
+        def debug_dump(self, path):
+            raise RuntimeError("This CUDAGraph API requires the cuda-bindings package")
+
     monkeypatch.setattr(layout, "RELEASE", (2, 14))
-    monkeypatch.setattr(graph_data, "has_cuda_bindings", lambda: True)
     monkeypatch.setitem(sys.modules, "torch.cuda.graphs", types.SimpleNamespace(register_graph_instantiate_hook=register))
     with recorded_kernels.instantiated_graph_data() as seen:
         assert torch.cuda.CUDAGraph is sys.modules["torch"].cuda.CUDAGraph  # not stood in for
-        for fn in list(registry.values()):
-            fn(Graph())  # what torch does at instantiate()
+        for graph in (Graph(), OldDriverGraph(), NoBindingsGraph()):
+            for fn in list(registry.values()):
+                fn(graph)  # what torch does at instantiate()
     assert registry == {}
-    from cgviz._torch.kernels import kernel_counts_from_data
-
-    assert [kernel_counts_from_data(d) for d in seen] == [[["k", 1], ["memcpy", 1]]]
+    assert seen == [[["k", 1], ["memcpy", 1]], kernel_counts(dot)] and kernel_counts(dot)
     monkeypatch.setattr(layout, "RELEASE", (2, 13))
     with recorded_kernels.instantiated_graph_data() as none:
         assert none is None  # older releases: no such hook, the graphs are kept instead

@@ -176,7 +176,7 @@ def wrap_record(original: Callable) -> Callable:
                 with graphs_kept() if data is None else contextlib.nullcontext():
                     out = original(self, *args, **kwargs)
             node = layout.current_node(self)
-            kernels = kernel_counts_from_data(data[-1]) if data else graph_kernels(read(node, "graph"))
+            kernels = data[-1] if data else graph_kernels(read(node, "graph"))
         else:
             out = original(self, *args, **kwargs)
             node = layout.current_node(self)

@@ -22,14 +22,14 @@ from cgviz.observe import graph_data
 def instantiated_graph_data() -> Any:
     """torch 2.14+: while a node records, a public global hook (torch.cuda.graphs.
     register_graph_instantiate_hook) sees each CUDA graph as torch instantiates it, with its
-    template still live, and asks it for get_graph_data(): the kernels are read without changing
-    how torch makes its graphs. Yields the list the data goes into, or None where this torch has
-    no such hook (then `graphs_kept` is the way). A graph whose data cannot be read (no
-    cuda.bindings >= 13.1) adds nothing."""
+    template still live, and reads its kernels there (`graph_data.instantiated_kernels`): they
+    are read without changing how torch makes its graphs. Yields the list of each graph's
+    kernels, or None where this torch has no such hook (then `graphs_kept` is the way). A graph
+    read neither way (no cuda.bindings) adds nothing."""
     graphs = sys.modules.get("torch.cuda.graphs")
     register = getattr(graphs, "register_graph_instantiate_hook", None) if layout.has_since(
         "graphs.register_graph_instantiate_hook") else None
-    if register is None or not graph_data.has_cuda_bindings():
+    if register is None:
         yield None
         return
     with graph_data.collected(register) as seen:

@@ -141,8 +141,11 @@ def test_a_replayed_path_ends_lazily_in_torch_and_at_mark_step_in_cgviz():
             y = f(x)
             addresses.append(y.data_ptr())
             T.check(f"step {i}", y, x * 2 + 1)
-        T.note("distinct output addresses over the mark_step() loop", len(set(addresses)))
+        # torch's chain nodes were each recorded while the previous one's output was live: no two
+        # in a row share memory (every other one may: a node reuses the memory of one dead then)
+        T.note("an iteration's output in the memory of the one before", any(
+            a == b for a, b in zip(addresses, addresses[1:])))
 
     t, c = run_both(work)
     assert_parity(t, c, expect=[W, R, E, E, R, R, R, E, E, E, E],
-                  differ={"distinct output addresses over the mark_step() loop": (4, 1)})
+                  differ={"an iteration's output in the memory of the one before": (False, True)})
