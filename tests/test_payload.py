@@ -240,6 +240,12 @@ def test_the_payload_is_the_one_before_it_was_declared(name: str) -> None:
     assert set(now) - set(before) == ADDED_SINCE
     old_css, new_css = css_properties(before.pop("css")), css_properties(now.pop("css"))
     assert old_css.items() <= new_css.items()
+    # the findings are the doctor's words, which its own tests hold (they have been put right since
+    # for a tree's mark_step()): here, that the page carries them in the same places
+    old_findings, new_findings = before.pop("findings"), now.pop("findings")
+    assert [{k: f[k] for k in ("severity", "step", "steps")} for f in new_findings] == [
+        {k: f[k] for k in ("severity", "step", "steps")} for f in old_findings]
+    assert [sorted(f) for f in new_findings] == [sorted(f) for f in old_findings]
     assert {k: v for k, v in now.items() if k not in ADDED_SINCE} == before
     if NODE is not None:  # the front end reads the old payload by the names declared now, as it reads the new one
         decoded_old, decoded_now = decoded_by_node({**before, "fields": now["fields"]}), decoded_by_node(now)

@@ -84,8 +84,8 @@ def generation_banner(generation: int, invalidated: list[str]) -> str:
     if not n:
         return f"Generation {generation} begins: nothing live was invalidated."
     return (f"Generation {generation} begins: {plural(n, 'output')} still live from the previous generation "
-            f"{'is' if n == 1 else 'are'} now invalid. Using {'it' if n == 1 else 'one'} raises an error: \u201c\u2026 "
-            f"has been overwritten by a subsequent run\u201d.")
+            f"{'is' if n == 1 else 'are'} now invalid. Using {'it' if n == 1 else 'one'} raises \u201caccessing "
+            f"tensor output of CUDAGraphs that has been overwritten by a subsequent run\u201d.")
 
 
 def output_row(o: "OutputView") -> list:
