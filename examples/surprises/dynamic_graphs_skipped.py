@@ -1,10 +1,10 @@
 """dynamic=True with cudagraph_skip_dynamic_graphs=True: CUDA graphs asked for, none recorded.
 
 Option: https://github.com/pytorch/pytorch/pull/122520 (added the option; no user report)
-What users see: no speed-up from mode="reduce-overhead", and (with TORCH_LOGS=cudagraphs) torch
-  saying, while it compiles, "skipping cudagraphs due to graph with symbolic shapes inputs":
-  a graph compiled with symbolic (dynamic) input sizes is never handed to the CUDA graph tree
-  while torch._inductor.config.triton.cudagraph_skip_dynamic_graphs is True.
+What users see: no speed-up from mode="reduce-overhead" and no message: with graph partitioning
+  (the default) every kernel of a graph with symbolic input sizes is cut out of the CUDA graph
+  while torch._inductor.config.triton.cudagraph_skip_dynamic_graphs is True, and torch records
+  nothing (it logs no "skipping cudagraphs due to graph with symbolic shapes inputs" here).
 Fix (--fixed): leave cudagraph_skip_dynamic_graphs at its default (False) so that torch records
   one CUDA graph per input size it sees (or pad inputs to a few sizes).
 """

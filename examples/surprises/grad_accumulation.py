@@ -8,7 +8,7 @@ What users see: the second micro-batch's ``loss.backward()`` raises
   stored in the CUDA graph pool; autograd installs them as ``p.grad`` (grads were
   None after ``zero_grad(set_to_none=True)``). The next forward starts a new
   generation, which frees that memory, and the second backward then accumulates
-  into the freed ``.grad``. cudagraph_mark_step_begin() and cloning outputs do not help.
+  into the freed ``.grad``. Cloning does not help; cudagraph_mark_step_begin() once per optimizer step does.
 Fix (--fixed): allocate stable ``.grad`` buffers outside the CUDA graph pool before
   the compiled backward runs (preallocated zeros) and keep them: zero them in place
   with ``zero_grad(set_to_none=False)``. Torch 2.13+ names this fix in the error

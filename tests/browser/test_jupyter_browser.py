@@ -14,7 +14,7 @@ from cgviz.scenarios import run_scenario
 SETUP = "import cgviz\nfrom cgviz.scenarios import run_scenario\ntrace = run_scenario('branching', 'sim').trace"
 SHOW = "ex = cgviz.Explorer(trace)\nex"
 LIVE = ("import torch, cgviz\nt = cgviz.Tree('sim')\nf = t.wrap(lambda x: x * 2, name='f')\nx = torch.ones(4)\nf(x);")
-LOAD = 60_000  # ms: a fresh kernel imports torch and runs the scenario
+LOAD = 120_000  # ms: a fresh kernel imports torch and runs the scenario (a loaded 2-core machine takes over 60 s)
 
 
 @pytest.fixture(scope="module")
