@@ -246,6 +246,11 @@ def test_the_payload_is_the_one_before_it_was_declared(name: str) -> None:
     assert [{k: f[k] for k in ("severity", "step", "steps")} for f in new_findings] == [
         {k: f[k] for k in ("severity", "step", "steps")} for f in old_findings]
     assert [sorted(f) for f in new_findings] == [sorted(f) for f in old_findings]
+    # so are the generation banners' heads (the views' words, held by test_text): the same banners,
+    # with the same outputs
+    old_banners, new_banners = before.pop("banners"), now.pop("banners")
+    assert [b["items"] for b in new_banners] == [b["items"] for b in old_banners]
+    assert [b["head"].split(":")[0] for b in new_banners] == [b["head"].split(":")[0] for b in old_banners]
     assert {k: v for k, v in now.items() if k not in ADDED_SINCE} == before
     if NODE is not None:  # the front end reads the old payload by the names declared now, as it reads the new one
         decoded_old, decoded_now = decoded_by_node({**before, "fields": now["fields"]}), decoded_by_node(now)

@@ -85,3 +85,16 @@ def test_the_cell_summary_shows_only_counts_that_happened_and_fits_80_columns():
     assert any(line.startswith("  findings:") for line in lines)
     long = "  " + "word " * 30
     assert all(len(x) <= 80 for x in wrap(long)) and wrap(long)[1].startswith("    ")
+
+
+def test_the_generation_banner_says_what_every_release_says():
+    """With torch's trees the outputs invalidated at a generation may be older than the generation
+    that ends (the whole path of a warming-up or recording path), and from 2.13 torch's error words
+    a backward's output as a "gradient tensor output": the banner names the path, and quotes the
+    end every release's message shares."""
+    assert generation_banner(4, []) == "Generation 4 begins: nothing live was invalidated."
+    one = generation_banner(4, ["output 0 of f (node 1)"])
+    assert one.startswith("Generation 4 begins: 1 output still live on the path is now invalid.")
+    assert "previous generation" not in one and "accessing tensor output" not in one
+    assert one.endswith("\u201c\u2026 has been overwritten by a subsequent run\u201d.")
+    assert "2 outputs still live on the path are now invalid. Using one raises" in generation_banner(5, ["a", "b"])

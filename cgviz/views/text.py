@@ -78,14 +78,15 @@ REPEATS_NOTE = " · as after the last of its ×{n} repeats"
 
 
 def generation_banner(generation: int, invalidated: list[str]) -> str:
-    """What a new generation did to the outputs still live before it (`invalidated`: each
-    output in words)."""
+    """What a new generation did to the outputs still live on the path (`invalidated`: each
+    output in words): with torch's trees they may be older than the generation that ends, and
+    its error's first words differ by release, so only its common end is quoted."""
     n = len(invalidated)
     if not n:
         return f"Generation {generation} begins: nothing live was invalidated."
-    return (f"Generation {generation} begins: {plural(n, 'output')} still live from the previous generation "
-            f"{'is' if n == 1 else 'are'} now invalid. Using {'it' if n == 1 else 'one'} raises \u201caccessing "
-            f"tensor output of CUDAGraphs that has been overwritten by a subsequent run\u201d.")
+    return (f"Generation {generation} begins: {plural(n, 'output')} still live on the path "
+            f"{'is' if n == 1 else 'are'} now invalid. Using {'it' if n == 1 else 'one'} raises an error: \u201c\u2026 "
+            f"has been overwritten by a subsequent run\u201d.")
 
 
 def output_row(o: "OutputView") -> list:
