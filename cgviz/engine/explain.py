@@ -77,7 +77,8 @@ def explain(tree: "Tree") -> str:
             for n in tree.current.path
             for i in n.live_outputs()
         ]
-        lines.append("live outputs: " + ("; ".join(live) if live else "none (the next call starts from the roots unless a graph under the current node takes it)"))
+        nothing = "none (the next call starts from the roots unless a graph under the current node takes it)"
+        lines.append("live outputs: " + ("; ".join(live) if live else nothing))
     if tree.pending_backward:
         lines.append(f"pending backwards: {tree.pending_backward}")
     eager = [v.eager_reason for v in tree._variants if v.eager_reason]

@@ -4,13 +4,13 @@ registers: the graph's template is still live there (torch 2.14+)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from cgviz._torch.graphs import graph_dot
 from cgviz._torch.kernels import kernel_counts, kernel_counts_from_data
 
 
-def instantiated_kernels(graph: Any) -> Any:
+def instantiated_kernels(graph: Any) -> Optional[list]:
     """A graph's kernels ([name, count]) read inside its instantiate hook, or None: from
     get_graph_data() where torch answers (it needs cuda.bindings and a CUDA driver 13.1 or
     later, for cudaGraphNodeGetToolsId), else from the DOT text CUDA writes for the template,
