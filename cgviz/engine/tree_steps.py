@@ -10,6 +10,7 @@ from cgviz._torch import rules as R
 from cgviz.engine.backend import describe_exception
 from cgviz.engine.function import Variant
 from cgviz.engine.node import Node
+from cgviz.trace.reasons import MARK_STEP
 
 if TYPE_CHECKING:
     from cgviz.engine.recorder import Recorder
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 def generation_reason(rules: R.Rules, old: int, new: int, cloned: list[tuple[int, int, int]],
                       invalidated: list[tuple[int, int]], pending: int) -> str:
     """Why mark_step() began generation `new`, and what became of the outputs still live."""
-    reason = f"mark_step(): generation {old} ends, generation {new} begins"
+    reason = f"{MARK_STEP} generation {old} ends, generation {new} begins"
     if rules.generation_cloning is not None:
         reason += R.cloning_note(rules, cloned, invalidated)
     if invalidated:

@@ -25,12 +25,11 @@ import logging
 import sys
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable
 
-from cgviz._torch.graphs import graph_dot
-from cgviz._torch.kernels import kernel_counts, kernel_counts_from_data
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe.lookups import read
+from cgviz.observe.graph_data import graph_kernels
 from cgviz.observe.recorded_kernels import graphs_kept, instantiated_graph_data
 
 if TYPE_CHECKING:
@@ -525,21 +524,3 @@ def uninstall() -> None:
         logger, handler = _LOG_HANDLERS.pop()
         logger.removeHandler(handler)
 
-
-def graph_kernels(graph: Any) -> Optional[list]:
-    """What a CUDA graph torch recorded holds ([name, count]), or None when the graph kept
-    nothing to read: from torch's get_graph_data() where it answers (2.13+, with cuda.bindings),
-    else from the DOT text CUDA writes."""
-    if graph is None:
-        return None
-    get_data = getattr(graph, "get_graph_data", None)
-    if get_data is not None:
-        try:
-            return kernel_counts_from_data(get_data())
-        except Exception:  # no cuda.bindings, or a graph that kept no cudaGraph_t
-            pass
-    try:
-        dot = graph_dot(graph)
-    except Exception:  # a graph that did not keep its cudaGraph_t: debug_dump refuses
-        return None
-    return kernel_counts(dot) if dot else None

@@ -141,7 +141,7 @@ class GraphObserver:
         if self.level == "full":
             view.pool_bytes = _pool_bytes(handle, began.device)
         if self.read_kernels and began.tree is None and self.kernels_readable:
-            from cgviz.observe._hooks import graph_kernels
+            from cgviz.observe.graph_data import graph_kernels
 
             view.kernels = graph_kernels(graph)
         self._views[gid] = view

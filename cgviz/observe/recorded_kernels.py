@@ -22,7 +22,7 @@ from cgviz.observe import graph_data
 def instantiated_graph_data() -> Any:
     """torch 2.14+: while a node records, a public global hook (torch.cuda.graphs.
     register_graph_instantiate_hook) sees each CUDA graph as torch instantiates it, with its
-    template still live, and reads its kernels there (`graph_data.instantiated_kernels`): they
+    template still live, and reads its kernels there (`graph_data.graph_kernels`): they
     are read without changing how torch makes its graphs. Yields the list of each graph's
     kernels, or None where this torch has no such hook (then `graphs_kept` is the way). A graph
     read neither way (no cuda.bindings) adds nothing."""

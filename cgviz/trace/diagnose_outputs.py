@@ -10,7 +10,7 @@ from typing import Optional
 
 from cgviz.trace.findings import CALL_KINDS, Finding
 from cgviz.trace.model import Step
-from cgviz.trace.reasons import OVERWRITTEN, user_source
+from cgviz.trace.reasons import MARK_STEP, OVERWRITTEN, user_source
 
 
 def _release(meta: dict) -> Optional[tuple[int, int]]:
@@ -46,17 +46,16 @@ SAVED_FIX = (
     "run each forward's backward before the next forward begins a new step (and call "
     "torch.compiler.cudagraph_mark_step_begin() only between iterations, never between a forward and its backward)"
 )
+_CLONE_HANDED_ON = "clone the output before handing it on (head(encoder(x).clone()))"
 CHAINED_FIX = (
     "call torch.compiler.cudagraph_mark_step_begin() once at the start of each iteration, before the first compiled "
     "function, so that the chained calls share one generation (then clone what you keep across iterations); or "
-    "clone the output before handing it on (head(encoder(x).clone()))"
+    + _CLONE_HANDED_ON
 )
 TREE_CHAINED_FIX = (
     "call tree.mark_step() once at the start of each iteration, before the first of the chained calls and not "
-    "between them; or clone the output before handing it on (head(encoder(x).clone()))"
+    "between them; or " + _CLONE_HANDED_ON
 )
-# how the engine's generation steps begin: "mark_step(): generation 1 ends, generation 2 begins; ..."
-MARK_STEP = "mark_step():"
 FEEDBACK_FIX = (
     "clone the output you feed back before the next call (h = h.clone()), or copy it into a tensor you keep "
     "(state.copy_(h)) and pass that"

@@ -11,6 +11,8 @@ from typing import Optional
 
 # how a producer words an output used after a later run overwrote it
 OVERWRITTEN = "overwritten by a subsequent run"
+# how cgviz's engine begins a generation step's reason: only its tree.mark_step() begins one
+MARK_STEP = "mark_step():"
 # How the observer of torch.compile words what torch decided (cgviz/observe/torch_compile.py):
 # torch's own skip message follows SKIPPED; BEFORE_OBSERVING marks a call of a graph torch said
 # why about before observing began (it says it once), so its message is not in the trace.
