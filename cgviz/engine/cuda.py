@@ -107,40 +107,38 @@ class CachedOutput:
     outputs are dead or invalidated, so the tensors are free to reuse then. The output is
     live while anything beyond this cache holds the tensors, a view of them or their
     storage: reference counts above those taken when the cache was made, with nothing else
-    holding them.
+    holding them. The storage's Python object is kept too: torch hands that one object to
+    whoever asks a tensor for its storage, so a user holding it shows in its reference count,
+    and the replay loop's liveness test makes no object.
     """
 
-    __slots__ = ("cdata", "tensors", "unheld", "invalidated", "cloned", "__weakref__")
+    __slots__ = ("cdata", "tensors", "storage", "unheld", "invalidated", "cloned", "__weakref__")
 
     def __init__(self, tensors: list) -> None:
         self.tensors: Optional[list] = tensors
         self.invalidated = False
         self.cloned = False  # copied out of the pool at a new generation: no longer the tree's
-        self.cdata = compat.storage_weak_ref(tensors[0].untyped_storage())
-        self.unheld = self._storage_counts()
+        self.storage: Optional[torch.UntypedStorage] = tensors[0].untyped_storage()
+        self.cdata = compat.storage_weak_ref(self.storage)
+        # (tensors and storage objects on the storage, references to its Python object)
+        self.unheld = (compat.storage_use_count(self.cdata), sys.getrefcount(self.storage))
 
     def __del__(self) -> None:
         compat.free_weak_ref(self.cdata)
 
-    def _storage_counts(self) -> tuple[int, int]:
-        """(tensors and storage objects on the storage, references to its Python object)."""
-        return compat.storage_use_count(self.cdata), sys.getrefcount(self.tensors[0].untyped_storage())
-
     def alive(self) -> bool:
-        if self.cloned:
-            return False
         tensors = self.tensors
-        if tensors is None:
-            return not compat.weak_ref_expired(self.cdata)
+        if tensors is None:  # dropped (and so also when cloned)
+            return not self.cloned and not compat.weak_ref_expired(self.cdata)
         for t in tensors:
             if sys.getrefcount(t) > _UNHELD:
                 return True
         uses, refs = self.unheld
-        return compat.storage_use_count(self.cdata) > uses or sys.getrefcount(tensors[0].untyped_storage()) > refs
+        return sys.getrefcount(self.storage) > refs or compat.storage_use_count(self.cdata) > uses
 
     def drop(self) -> None:
         """Stop caching: the next replay builds new tensors; liveness falls back to the weak ref."""
-        self.tensors = None
+        self.tensors = self.storage = None
 
     def invalidate(self, message: str) -> None:
         if self.alive() and not self.invalidated:  # once: a marked storage raises on every access

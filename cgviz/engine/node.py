@@ -81,11 +81,14 @@ class Node:
         """Is any output of this node or its ancestors still referenced? (the hot path's test)"""
         node: Optional[Node] = self
         while node is not None:
-            invalid = node.invalid
-            for i, leaf in enumerate(node.leaves):
-                ref = leaf.ref
-                if ref is not None and i not in invalid and ref.alive():
+            if node.invalid:
+                if node.live_outputs():
                     return True
+            else:
+                for leaf in node.leaves:
+                    ref = leaf.ref
+                    if ref is not None and ref.alive():
+                        return True
             node = node.parent
         return False
 
