@@ -6,10 +6,18 @@ loop (a root path ended, then replayed): the call's lock, the input signature ch
 the key and lookup a call pays when that check fails), ending the path (its outputs' liveness),
 the replay itself through the CUDA backend (input copy, graph launch, the cached output), and the
 node's bookkeeping. Each figure is the minimum over
-rounds of the mean over N calls (timeit's way: the least disturbed run), in ns. Prints one JSON
-object; `--out PATH` also writes it.
+rounds of the mean over N calls (timeit's way: the least disturbed run), in ns.
 
-usage: python benchmarks/replay_path.py [--calls N] [--rounds R] [--out PATH]
+Parts timed alone run warm in the CPU's caches; inside a call they run right after CUDA's
+launch has evicted them. So the tree's layers are also timed in place (`layers`): each variant
+adds one layer of the call to the one below it (the backend's replay, the node's bookkeeping,
+the tree's replay path with its liveness test, the call's lock and signature check, the wrapped
+function) or one part to a hand-written copy + replay, and all run interleaved in short rounds;
+each layer's figure is its median excess over copy + replay in the same round, in µs.
+
+Prints one JSON object; `--out PATH` also writes it.
+
+usage: python benchmarks/replay_path.py [--calls N] [--rounds R] [--seconds S] [--out PATH]
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import threading
 import timeit
 
 import torch
-from _stats import emit
+from _stats import emit, interleaved, paired, warmed_us
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
@@ -32,6 +40,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=40, help="time for the layers' interleaved rounds")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -89,6 +98,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         ns[name] = round(min(timeit.repeat(part, number=args.calls, repeat=args.rounds)) / args.calls * 1e9, 1)
         torch.cuda.synchronize()
+    layers = in_place(f, tree, node, variant, x, copy_replay, lock, args.seconds)
     python_parts = [k for k in parts if k not in ("whole call, trace=None", "copy + replay by hand",
                                                     "graph.replay() alone",
                                                     "backend replay (copy, launch, cached output)",
@@ -106,9 +116,52 @@ def main(argv=None) -> int:
         "backend_replay_minus_copy_replay_ns": round(
             ns["backend replay (copy, launch, cached output)"] - ns["copy + replay by hand"], 1),
         "python_parts_sum_ns": round(sum(ns[k] for k in python_parts), 1),
+        "layers": layers,
     }
     emit(result, args.out)
     return 0
+
+
+def in_place(f, tree, node, variant, x, copy_replay, lock, seconds: float) -> dict:
+    """Each layer of the call, and each part beside copy + replay, timed where it runs: its
+    median excess over copy + replay, paired per round (µs), and the whole call's ratio."""
+    args = (x,)
+    get_ident = threading.get_ident
+
+    def with_part(part):
+        def step() -> None:
+            part()
+            copy_replay()
+        return step
+
+    def with_lock() -> None:
+        lock.acquire(False)
+        get_ident()
+        copy_replay()
+        lock.release()
+
+    steps = {
+        "copy + replay by hand": copy_replay,
+        "+ signature check": with_part(lambda: variant.matches(x) if variant.matches else None),
+        "+ lock and thread id": with_lock,
+        "+ path liveness (outputs dead)": with_part(node.path_is_live),
+        "backend replay": lambda: tree.backend.replay(node.graph, args, node.copy_inputs),
+        "+ node bookkeeping (_execute)": lambda: tree._execute(node, args, 0.0),
+        "+ replay path (_run: liveness, path end)": lambda: tree._run(variant, args, 0.0),
+        "+ lock, signature, dispatch (_call)": lambda: tree._call(f, args, {}),
+        "whole call, trace=None": lambda: f(x),
+    }
+    samples = interleaved({name: (lambda step=step: warmed_us(step, 200)) for name, step in steps.items()},
+                          5000, seconds)
+    floor = samples["copy + replay by hand"]
+    return {
+        "rounds": len(floor),
+        "over_copy_replay_us": {name: paired(v, floor, lambda a, b: a - b)["median"]
+                                for name, v in samples.items() if name != "copy + replay by hand"},
+        "copy_replay_us": round(sorted(floor)[len(floor) // 2], 3),
+        "whole_vs_copy_replay": {k: v for k, v in paired(samples["whole call, trace=None"], floor).items()
+                                 if k != "per_round"},
+    }
 
 
 if __name__ == "__main__":
