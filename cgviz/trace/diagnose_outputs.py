@@ -37,10 +37,12 @@ def _overwritten_fix(meta: dict) -> str:
 
 
 GRADIENT_FIX = (
-    "for gradient accumulation, give every parameter a .grad made outside the CUDA graphs before the first "
-    "compiled backward (run one iteration eagerly, or p.grad = torch.zeros_like(p) for each parameter) and zero "
-    "them in place between optimizer steps (optimizer.zero_grad(set_to_none=False)); without accumulation, set "
-    ".grad to None before each backward (optimizer.zero_grad(set_to_none=True))"
+    "for gradient accumulation, call torch.compiler.cudagraph_mark_step_begin() once per optimizer step, before "
+    "its first micro-batch (not before every micro-batch): the micro-batches then share one generation; or give "
+    "every parameter a .grad made outside the CUDA graphs before the first compiled backward (run one iteration "
+    "eagerly, or p.grad = torch.zeros_like(p) for each parameter) and zero them in place between optimizer steps "
+    "(optimizer.zero_grad(set_to_none=False)); without accumulation, set .grad to None before each backward "
+    "(optimizer.zero_grad(set_to_none=True))"
 )
 SAVED_FIX = (
     "run each forward's backward before the next forward begins a new step (and call "
