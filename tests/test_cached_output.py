@@ -47,7 +47,7 @@ def test_a_dropped_cache_follows_the_storage():
 
 def test_the_liveness_test_asks_no_tensor_for_its_storage(monkeypatch):
     """The replay loop asks every call: the storage object the cache keeps answers, with no
-    storage object made per ask."""
+    tensor asked for its storage (a handover of that object between torch and Python each time)."""
     c = cached(2)
     asked = []
     original = torch.Tensor.untyped_storage

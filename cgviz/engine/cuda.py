@@ -109,7 +109,7 @@ class CachedOutput:
     storage: reference counts above those taken when the cache was made, with nothing else
     holding them. The storage's Python object is kept too: torch hands that one object to
     whoever asks a tensor for its storage, so a user holding it shows in its reference count,
-    and the replay loop's liveness test makes no object.
+    and the replay loop's liveness test need not ask a tensor for it.
     """
 
     __slots__ = ("cdata", "tensors", "storage", "unheld", "invalidated", "cloned", "__weakref__")
