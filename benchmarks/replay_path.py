@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import sys
 import threading
 import timeit
@@ -158,7 +159,7 @@ def in_place(f, tree, node, variant, x, copy_replay, lock, seconds: float) -> di
         "rounds": len(floor),
         "over_copy_replay_us": {name: paired(v, floor, lambda a, b: a - b)["median"]
                                 for name, v in samples.items() if name != "copy + replay by hand"},
-        "copy_replay_us": round(sorted(floor)[len(floor) // 2], 3),
+        "copy_replay_us": round(statistics.median(floor), 3),
         "whole_vs_copy_replay": {k: v for k, v in paired(samples["whole call, trace=None"], floor).items()
                                  if k != "per_round"},
     }

@@ -24,6 +24,7 @@ import torch
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe import graph_batch, naming
+from cgviz.observe.graph_data import graph_kernels
 from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.model import GraphView, Step, Trace
 from cgviz.trace.ranks import device_described
@@ -141,8 +142,6 @@ class GraphObserver:
         if self.level == "full":
             view.pool_bytes = _pool_bytes(handle, began.device)
         if self.read_kernels and began.tree is None and self.kernels_readable:
-            from cgviz.observe.graph_data import graph_kernels
-
             view.kernels = graph_kernels(graph)
         self._views[gid] = view
         self.trace.graphs.append(view)
