@@ -23,6 +23,7 @@ from cgviz.engine.backend import CaptureUnsupported, LeafInfo, RunResult
 from cgviz.engine.inputs import collapse, expanded_dims, input_buffer
 from cgviz.engine.pool_model import PoolModel
 from cgviz.engine.profile import WallTimer
+from cgviz.engine.sim_addresses import OutsideAddresses
 from cgviz.engine.sim_output import Guard, SimOutput, unwrap, wrap
 from cgviz.engine.watch import CaptureBroken, RunWatcher, prepare, rebase
 
@@ -84,6 +85,7 @@ class SimBackend:
         self.pool = PoolModel()
         self._addresses: dict[int, tuple[int, int, StorageWeakRef]] = {}  # storage id -> (addr, nbytes, weak)
         self._tracked: dict[int, Any] = {}  # pool address -> liveness (an object with .alive())
+        self._outside = OutsideAddresses()
 
     # -- facts -----------------------------------------------------------------------------
     def timer(self) -> WallTimer:
@@ -106,7 +108,7 @@ class SimBackend:
         entry = self._addresses.get(storage_id(st))
         if entry is not None:
             return entry[0] + t.storage_offset() * t.element_size()
-        return t.data_ptr()
+        return self._outside.of(st) + t.storage_offset() * t.element_size()
 
     # -- the pool --------------------------------------------------------------------------
     def _allocate(self, st: torch.UntypedStorage, keep: bool = False) -> int:
@@ -137,6 +139,7 @@ class SimBackend:
             self._free(address)
         for sid in [s for s, (_, _, weak) in self._addresses.items() if weak.expired()]:
             del self._addresses[sid]
+        self._outside.forget_dead()
 
     def checkpoint(self) -> Any:
         self.collect()  # the recording's intermediates are dead by now
