@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from cgviz.engine._torch_compat import storage_id
 from helpers import last_step
 
 
@@ -82,3 +83,14 @@ def test_outside_addresses_never_reach_the_pool(tree):
     pool_starts = [s.address for s in tree.backend.segments()]
     assert pool_starts and tree.backend.address(x) < min(pool_starts)
     assert tree.backend.address(y) >= min(pool_starts)
+
+
+def test_a_dead_storages_id_is_not_handed_to_a_new_one_while_its_address_is_known(tree):
+    """The id of a storage is the address of torch's object for it; the weak reference the sim
+    keeps holds that object's memory, so a new storage cannot take the id and its address."""
+    t = torch.empty(8)
+    address, sid = tree.backend.address(t), storage_id(t.untyped_storage())
+    del t
+    new = [torch.empty(8) for _ in range(64)]
+    assert all(storage_id(n.untyped_storage()) != sid for n in new)
+    assert address not in {tree.backend.address(n) for n in new}

@@ -27,14 +27,15 @@ class OutsideAddresses:
         self._known: dict[int, tuple[int, int, StorageWeakRef]] = {}  # storage id -> (address, data ptr, weak)
 
     def of(self, storage: torch.UntypedStorage) -> int:
-        """The address of `storage`: the one it got when first seen, unless it has died or
-        been given other memory (resized) since."""
+        """The address of `storage`: the one it got when first seen, unless it was given other
+        memory (resized) since. Its id cannot name another storage meanwhile: the weak
+        reference kept here keeps the id's memory from being reused."""
         nbytes = storage.nbytes()
         if nbytes == 0:
             return 0
         sid, pointer = storage_id(storage), storage.data_ptr()
         entry = self._known.get(sid)
-        if entry is not None and entry[1] == pointer and not entry[2].expired():
+        if entry is not None and entry[1] == pointer:
             return entry[0]
         address = self._next
         self._next += -(-nbytes // ALIGNMENT) * ALIGNMENT
