@@ -303,10 +303,48 @@ def test_engine_steps_start_on_the_wall_clock():
         assert before - 1e-3 <= step.start <= step.start + step.duration <= after + 1e-3
 
 
+CLOCKS = {time.perf_counter, time.perf_counter_ns, time.time, time.time_ns, time.monotonic, time.monotonic_ns}
+
+
+def clock_reads(run) -> list[str]:
+    """The functions that read a clock while `run()` runs (Python's profile hook sees C calls)."""
+    reads = []
+
+    def hook(frame, event, arg):
+        if event == "c_call" and arg in CLOCKS:
+            reads.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}: {frame.f_code.co_name}")
+
+    sys.setprofile(hook)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return reads
+
+
 def test_untraced_tree_reads_no_clock():
+    """Durations live only in steps: with trace=None nothing reads a clock, on any decision."""
+    def run(tree):
+        f = tree.wrap(lambda x: x + 1, name="f")
+        g = tree.wrap(lambda x: x * 2, name="g")
+        for _ in range(4):  # warmup, record, replays, path ends
+            f(x)
+        y = f(x)
+        g(x)  # under f's live output: a checkpoint restore, then g's warmup
+        tree.mark_step()  # a generation that invalidates y
+        del y
+        tree.reset()
+
+    x = torch.ones(2)
+    traced = cgviz.Tree("sim", trace="events")
+    run(traced)
+    assert [s.kind for s in traced.trace.steps] == [
+        "warmup", "path_end", "record", "path_end", "execute", "checkpoint_restore", "warmup", "generation", "path_end"
+    ]
     tree = cgviz.Tree("sim", trace=None)
-    tree.wrap(lambda x: x + 1)(torch.ones(2))
+    assert clock_reads(lambda: run(tree)) == []
     assert tree.trace.steps == []
+    assert clock_reads(lambda: run(cgviz.Tree("sim", trace="events")))  # the probe sees a traced tree's clock
 
 
 def test_start_times_round_trip_and_default_to_none(tmp_path):

@@ -184,7 +184,7 @@ class Tree:
             self._mark_step()
 
     def _mark_step(self) -> None:
-        start = time.perf_counter()
+        start = self._clock()
         old = self.generation
         self.generation += 1
         cloned: list[tuple[int, int, int]] = []
@@ -192,8 +192,9 @@ class Tree:
         pending = self.pending_backward
         self.pending_backward = 0
         self._end_path()
-        reason = generation_reason(self.rules, old, self.generation, cloned, invalidated, pending)
-        self._recorder.step("generation", reason, start=start, invalidated=[[n, o] for n, o in invalidated])
+        if self._recorder.level is not None:
+            reason = generation_reason(self.rules, old, self.generation, cloned, invalidated, pending)
+            self._recorder.step("generation", reason, start=start, invalidated=[[n, o] for n, o in invalidated])
 
     def mark_warmup_incomplete(self) -> None:
         """Called from inside a function of this tree while it warms up: its next call warms up
@@ -210,7 +211,7 @@ class Tree:
             self._reset()
 
     def _reset(self) -> None:
-        start = time.perf_counter()
+        start = self._clock()
         forgotten = len(self.nodes)
         self._end_path()
         self.nodes.clear()
@@ -292,8 +293,7 @@ class Tree:
             lock.acquire()  # another thread's call is running: wait for it
         self._running_on = get_ident()
         try:
-            # durations are only recorded in steps: no clock reading when nothing is traced
-            start = 0.0 if self._recorder.level is None else time.perf_counter()
+            start = 0.0 if self._recorder.level is None else time.perf_counter()  # _clock(), inline
             try:
                 variant = fn.latest
                 if kwargs or variant is None or variant.matches is None or len(args) != len(variant.key) \
@@ -400,6 +400,10 @@ class Tree:
         self._path_ended(start)
         return True
 
+    def _clock(self) -> float:
+        """A step's start: durations are only kept in steps, so an untraced tree reads no clock."""
+        return 0.0 if self._recorder.level is None else time.perf_counter()
+
     def _path_ended(self, start: float) -> None:
         ended = self.current
         self._end_path()
@@ -420,7 +424,7 @@ class Tree:
         node = self.current
         if self._restored_at is node:
             return
-        start = time.perf_counter()
+        start = self._clock()
         reason = restore_checkpoint(node, self.backend)
         self._restored_at = node
         self._recorder.step("checkpoint_restore", reason, node=node.id, start=start)
