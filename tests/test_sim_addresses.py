@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+import cgviz
 from cgviz.engine._torch_compat import storage_id
 from helpers import last_step
 
@@ -51,8 +52,6 @@ def test_a_storage_keeps_its_address_while_it_lives_and_views_add_their_offset(t
 
 
 def test_addresses_are_the_same_on_every_run_and_never_reused():
-    import cgviz
-
     def addresses() -> list[int]:
         backend = cgviz.Tree("sim").backend
         seen = []
