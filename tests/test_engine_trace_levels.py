@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import cgviz
 from helpers import data, f_affine, kinds, same
 
@@ -72,3 +74,30 @@ def test_folded_steps_keep_the_latest_snapshot():
     last = tree.trace.steps[-1]
     assert last.repeat > 1 and last.kind == "execute"
     assert last.snapshot.node(1).replays == 8
+
+
+@pytest.mark.parametrize("level", [None, "events", "full"])
+def test_a_root_replay_that_raises_leaves_the_path_ended_at_every_level(level, monkeypatch):
+    """Untraced, a root's replay after its path's end skips ending the path first (the replay
+    makes the root current anyway); when that replay raises, the path is ended all the same."""
+    tree = cgviz.Tree("sim", trace=level)
+    tf = tree.wrap(f_affine, name="f")
+    for i in range(3):
+        tf(data(8, seed=i))
+    root = tree.current
+    assert root.kind == "graph" and tree.state == "execution" and not root.has_invariants
+    replays = root.replays
+    failure = RuntimeError("the launch failed")
+
+    def broken(*args):
+        raise failure
+
+    with monkeypatch.context() as patched:
+        patched.setattr(tree.backend, "replay", broken)
+        with pytest.raises(RuntimeError) as raised:
+            tf(data(8, seed=9))
+    assert raised.value is failure
+    assert tree.current is None and tree.state == "none" and root.replays == replays
+    x = data(8, seed=10)
+    assert same(tf(x), f_affine(x))
+    assert tree.current is root and root.replays == replays + 1
