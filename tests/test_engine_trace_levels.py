@@ -78,8 +78,8 @@ def test_folded_steps_keep_the_latest_snapshot():
 
 @pytest.mark.parametrize("level", [None, "events", "full"])
 def test_a_root_replay_that_raises_leaves_the_path_ended_at_every_level(level, monkeypatch):
-    """Untraced, a root's replay after its path's end skips ending the path first (the replay
-    makes the root current anyway); when that replay raises, the path is ended all the same."""
+    """A root's replay that raises after its path ended: the user's exception comes through
+    unchanged, the path stays ended at every level, and the next call replays the root."""
     tree = cgviz.Tree("sim", trace=level)
     tf = tree.wrap(f_affine, name="f")
     for i in range(3):

@@ -327,17 +327,8 @@ class Tree:
         if self.state == "execution" and variant.fast:  # the replay loop's fast path
             candidates = self.current.children.get(variant.id)
             if candidates is None and variant.id in self.roots and not self.current.path_is_live():
-                candidates = self.roots[variant.id]
-                root = candidates[0]
-                if self._recorder.level is None and not root.has_invariants:
-                    # untraced, the path's end is no step, and the replay makes the root current:
-                    # the path is ended only if the replay raises (before the root is made current)
-                    try:
-                        return self._execute(root, args, start)
-                    except BaseException:
-                        self._end_path()
-                        raise
                 self._path_ended(start)
+                candidates = self.roots[variant.id]
             for node in candidates or ():
                 if not node.has_invariants or node.check_invariants(args, self.backend.address) is None:
                     return self._execute(node, args, start)
