@@ -196,6 +196,43 @@ def test_a_cached_output_handed_out_again_by_its_nodes_run_is_live_again():
     del out  # held by the user until here
 
 
+def test_the_outputs_a_replay_is_returning_are_shown_live_without_asking(use_counts):
+    """While torch's execute_node returns a replay's outputs (one list holds them all), the next
+    state shows every output torch tracks live without asking, and equals a read that asks each
+    one; the other nodes' outputs are asked, and the state after it asks that node's again."""
+    node = CUDAGraphNode("a", outputs=3)
+    node.outputs_weakrefs.append(None)  # an output torch does not track (None, a number, a static input)
+    other = CUDAGraphNode("b", outputs=2)
+    manager = Manager({"f": [node], "g": [other]}, current=node)
+    tree = snapshots({}, manager)
+    out = list(node.held)  # what the replay returns
+    tree.returning(node)
+    use_counts[0] = 0
+    assert liveness(tree, manager) == [True, True, True, False, True, True]
+    assert use_counts[0] == 2  # the other node's two outputs only
+    assert layout.outputs_live(node) == [True, True, True, False]  # what asking each one gives
+    del out, node.held[:2]
+    use_counts[0] = 0
+    assert liveness(tree, manager) == [False, False, True, False, True, True]
+    assert use_counts[0] == 5  # asked again once the decision is past
+
+
+def test_the_observer_asks_nothing_of_the_outputs_its_replay_is_returning(use_counts):
+    node = CUDAGraphNode("a", outputs=2)
+    manager = Manager({"f": [node]}, current=node)
+    manager.device_index, manager.cuda_graphs_thread_pool = None, None
+    observer = TorchObserver("full")
+    for _ in range(3):  # a steady loop: the repeated decisions take no snapshot (which asks each output)
+        observer.replayed(manager, node)
+        observer.path_ended(manager, node)
+    use_counts[0] = 0
+    observer.replayed(manager, node)
+    assert use_counts[0] == 0
+    observer.path_ended(manager, node)
+    assert use_counts[0] == 2
+    assert observer.trace.counts()["execute"] == 4
+
+
 def test_the_observer_asks_a_replayed_nodes_outputs_again():
     """An output dies, then torch's replay of its node hands the cached tensor out again: the
     state the step log compares, and the steps, show it live."""

@@ -219,7 +219,7 @@ class TorchObserver:
             if len(events) >= raw_events.RAW_BATCH:
                 raw.flush()
         else:
-            self.snapshots.ran(node)
+            self.snapshots.returning(node)  # this runs in execute_node's wrapper, which holds the outputs
             self._add_replay(manager, self._replay_parts(manager, node), start)
 
     def generation_began(self, manager: Any) -> None:

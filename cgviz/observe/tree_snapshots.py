@@ -36,6 +36,7 @@ class TreeSnapshots:
         self.born = born
         self.pool_reads: dict[int, Any] = {}  # device -> its manager's pool, read when the allocator moved (PoolReading)
         self._found_dead: dict[int, layout.FoundDead] = {}  # id(torch node) -> its outputs found expired
+        self._returning: Optional[int] = None  # id(torch node) whose outputs torch's execute_node is returning
 
     def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
@@ -64,9 +65,14 @@ class TreeSnapshots:
         liveness and the path. The pool changes with it: replays allocate nothing."""
         shown = []
         found_dead = self._found_dead
+        returning, self._returning = self._returning, None
         nodes = self.shown_nodes(manager, self.live_nodes())
         for node in nodes:
             key = id(node)
+            if key == returning:  # every output torch tracks is in the list its caller holds
+                shown.append(key)
+                shown.append(layout.tracked_outputs(node))
+                continue
             dead = found_dead.get(key)
             if dead is None:
                 dead = found_dead[key] = layout.FoundDead()
@@ -79,6 +85,13 @@ class TreeSnapshots:
     def ran(self, node: Any) -> None:
         """torch ran `node`: its outputs found expired may be live again, and are asked anew."""
         self._found_dead.pop(id(node), None)
+
+    def returning(self, node: Any) -> None:
+        """torch replayed `node` and its execute_node is returning the outputs, held in one list:
+        the next state shows each output torch tracks live, as expired() would find it, without
+        asking (a replay loop's decision would ask each one, and most are asked right after)."""
+        self.ran(node)
+        self._returning = id(node)
 
     def node_view(self, manager: Any, node: Any, live: dict[int, Any], generation: int,
                   invalidated: set[tuple[int, int]]) -> NodeView:

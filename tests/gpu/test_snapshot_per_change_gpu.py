@@ -43,3 +43,42 @@ def test_an_observed_training_loop_stores_the_trace_a_snapshot_per_decision_give
     assert trace.steps == log.twin.steps
     assert log.skipped > 20  # the steady steps took no snapshot of their own
     assert trace.counts()["execute"] >= 40
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_the_outputs_a_replay_is_returning_are_live_as_torch_would_ask_them(monkeypatch):
+    """At "full", the state read while torch's execute_node returns a replay's outputs shows each
+    output torch tracks live without asking: at every such read of a training loop, asking each
+    output (torch's expired(), read as the observer reads it) gives the same state."""
+    from cgviz.observe.tree_snapshots import TreeSnapshots
+
+    read = TreeSnapshots.state
+    checked = []
+
+    def state(self, manager, invalidated):
+        returning = self._returning
+        if returning is None:
+            return read(self, manager, invalidated)
+        self._returning = None
+        asked = read(self, manager, invalidated)  # every output asked
+        self._returning = returning
+        self._found_dead.pop(returning, None)
+        shown = read(self, manager, invalidated)
+        checked.append(shown == asked)
+        return shown
+
+    monkeypatch.setattr(TreeSnapshots, "state", state)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(16, 32, device="cuda")
+    with cgviz.observe_torch(trace="full") as trace:
+        for _ in range(20):
+            torch.compiler.cudagraph_mark_step_begin()
+            loss = step(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    assert trace.counts()["execute"] >= 30
+    assert len(checked) >= 30 and all(checked)

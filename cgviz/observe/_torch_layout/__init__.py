@@ -222,5 +222,6 @@ from cgviz.observe._torch_layout.manager import (
     function_label, generation_check, is_kernel_free, is_warmup, live_managers, live_outputs, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
     node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
-    recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tree_capture,
+    recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tracked_outputs,
+    tree_capture,
 )

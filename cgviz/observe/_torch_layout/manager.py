@@ -217,6 +217,13 @@ def output_refs(node: Any) -> list:
     return list(read(node, "outputs_weakrefs", []) or [])
 
 
+def tracked_outputs(node: Any) -> tuple[int, ...]:
+    """The indices of the outputs torch keeps a weak reference to (not those that are None or
+    a number, nor an alias of a static input): each one is in the list a replay returns."""
+    refs = read(node, "outputs_weakrefs", None) or ()
+    return tuple(i for i, ref in enumerate(refs) if ref is not None)
+
+
 def output_metadata(node: Any) -> list:
     """Per output: a dict with size/dtype/nbytes/data_ptr, or None (warmup nodes keep none)."""
     return list(getattr(node, "outputs_metadata", None) or [])
