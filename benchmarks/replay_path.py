@@ -13,6 +13,10 @@ launch has evicted them. So the tree's layers are also timed in place (`layers`)
 adds one layer of the call to the one below it (the backend's replay, the node's bookkeeping,
 the tree's replay path with its liveness test, the call's lock and signature check, the wrapped
 function) or one part to a hand-written copy + replay, and all run interleaved in short rounds;
+two variants add every check the call makes (the lock, the thread id, the signature, the path's
+liveness) to copy + replay at once, through the tree's objects and as flat calls on locals, and
+one does that with the stores a call makes (the running thread, the node's replay count, the
+current node) in a try/finally: the least a replay path keeping those checks can cost in Python;
 each layer's figure is its median excess over copy + replay in the same round, in µs.
 
 Prints one JSON object; `--out PATH` also writes it.
@@ -99,7 +103,11 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         ns[name] = round(min(timeit.repeat(part, number=args.calls, repeat=args.rounds)) / args.calls * 1e9, 1)
         torch.cuda.synchronize()
-    layers = in_place(f, tree, node, variant, x, copy_replay, lock, args.seconds)
+    nodes = len(tree.nodes)
+    layers = in_place(f, tree, node, variant, x, copy_replay, tree._lock, args.seconds)
+    if len(tree.nodes) != nodes or tree.current is not node:
+        print("the timed calls changed the tree: a path was found live", file=sys.stderr)
+        return 1
     python_parts = [k for k in parts if k not in ("whole call, trace=None", "copy + replay by hand",
                                                     "graph.replay() alone",
                                                     "backend replay (copy, launch, cached output)",
@@ -126,6 +134,8 @@ def main(argv=None) -> int:
 def in_place(f, tree, node, variant, x, copy_replay, lock, seconds: float) -> dict:
     """Each layer of the call, and each part beside copy + replay, timed where it runs: its
     median excess over copy + replay, paired per round (µs), and the whole call's ratio."""
+    from cgviz.engine import _torch_compat as compat
+
     args = (x,)
     get_ident = threading.get_ident
 
@@ -141,14 +151,60 @@ def in_place(f, tree, node, variant, x, copy_replay, lock, seconds: float) -> di
         copy_replay()
         lock.release()
 
+    def every_check() -> None:
+        lock.acquire(False)
+        get_ident()
+        if variant.matches is not None:
+            variant.matches(x)
+        node.path_is_live()
+        copy_replay()
+        lock.release()
+
+    # the same checks as flat C calls: the cached output's liveness test inline (read through
+    # `cached` at each call: a local holding its tensor or storage would keep the path live)
+    cached = node.leaves[0].ref
+    uses, refs = cached.unheld
+    matches = variant.matches or (lambda _x: True)
+    getrefcount, use_count = sys.getrefcount, compat.storage_use_count
+
+    def every_check_flat() -> None:
+        lock.acquire(False)
+        get_ident()
+        matches(x)
+        getrefcount(cached.tensors[0]) > 2 or getrefcount(cached.storage) > refs or use_count(cached.cdata) > uses
+        copy_replay()
+        lock.release()
+
+    def least_python_path():
+        if not lock.acquire(False):
+            raise RuntimeError("the tree's lock is held")
+        tree._running_on = get_ident()
+        try:
+            if not matches(x):
+                raise RuntimeError("the signature no longer matches")
+            tensors = cached.tensors
+            if getrefcount(tensors[0]) > 2 or getrefcount(cached.storage) > refs or use_count(cached.cdata) > uses:
+                raise RuntimeError("the path is live")
+            copy_replay()
+            node.replays += 1
+            tree.current = node
+            tree.state = "execution"
+            return tensors[0]
+        finally:
+            tree._running_on = None
+            lock.release()
+
     steps = {
         "copy + replay by hand": copy_replay,
+        "+ every check (lock, thread id, signature, path liveness)": every_check,
+        "+ every check, flat (C calls on locals, no method of the tree)": every_check_flat,
+        "the least Python path: flat checks, the call's stores, try/finally": least_python_path,
         "+ signature check": with_part(lambda: variant.matches(x) if variant.matches else None),
         "+ lock and thread id": with_lock,
         "+ path liveness (outputs dead)": with_part(node.path_is_live),
         "backend replay": lambda: tree.backend.replay(node.graph, args, node.copy_inputs),
         "+ node bookkeeping (_execute)": lambda: tree._execute(node, args, 0.0),
-        "+ replay path (_run: liveness, path end)": lambda: tree._run(variant, args, 0.0),
+        "+ replay path (_run: liveness, path end, the loop's shortcut made again)": lambda: tree._run(variant, args, 0.0),
         "+ lock, signature, dispatch (_call)": lambda: tree._call(f, args, {}),
         "whole call, trace=None": lambda: f(x),
     }

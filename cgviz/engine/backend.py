@@ -25,6 +25,9 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+NOT_NOW = object()  # what a backend's steady_replay returns where the graph's outputs are live
+
+
 class CaptureUnsupported(Exception):
     """A backend could not capture the function into a graph; the message says why."""
 
@@ -83,6 +86,11 @@ class Backend(Protocol):
 
     def replay(self, graph: Any, args: Sequence[Any], copy_inputs: Sequence[int]) -> tuple[Any, list]:
         """Copy inputs, replay; the outputs for the user and one OutputRef (or None) per tensor leaf."""
+
+    def steady_replay(self, graph: Any, copy_inputs: Sequence[int]) -> Optional[Callable[[Sequence[Any]], Any]]:
+        """The inference loop's replay of a root (engine/steady.py): args -> the outputs, or NOT_NOW
+        when the graph's outputs are live, checked as their refs' alive() would; None where this
+        backend has no faster way than replay() and the refs."""
 
     def checkpoint(self) -> Any:
         """The pool allocator's state, to restore before recording a child after replays."""

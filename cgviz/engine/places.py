@@ -41,6 +41,19 @@ class Places:
         self.demoted.clear()
         self.skips.clear()
 
+    def eager_reason(self, variant: Variant, args: tuple, current: Optional[Node], limit: Optional[int]) -> Optional[str]:
+        """Why `variant` runs eagerly at the current place of the tree, or None (torch decides
+        this per node and function, before warming up or replaying)."""
+        place = None if current is None else current.id
+        if variant.limited:
+            if (place, variant.id) in self.skips:
+                return self.skips[place, variant.id]
+            if R.exceeded(self.rerecords[place, variant.id], limit):
+                return self.limit_reason(variant, current, limit, "the limit was reached here before")
+        if variant.mutated:
+            return self.mutation_hint(variant, args, current, refresh=False)
+        return None
+
     def mutation_hint(self, variant: Variant, args: tuple, current: Optional[Node], refresh: bool) -> Optional[str]:
         """Whether `variant` must run eagerly here because it writes an input in place that is
         neither static nor an output of the current path: a graph would write its recorded copy,

@@ -270,6 +270,10 @@ class SimBackend:
                     refs.append(None)
         return tree_unflatten(user_leaves, graph.spec), refs
 
+    def steady_replay(self, graph: SimGraph, copy_inputs: Sequence[int]) -> None:
+        """Every replay runs the function again here: the tree's own path serves the loop."""
+        return None
+
     def _describe(
         self, leaves: list, inputs: list, originals: list, allocated: set[int], kept: Optional[SimGraph], guards: dict
     ):

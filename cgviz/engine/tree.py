@@ -28,7 +28,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from cgviz.engine.arguments import TRACE_LEVELS as TRACE_LEVELS, check_options, new_variant, wrap_arguments
-from cgviz.engine.backend import CaptureUnsupported, make_backend
+from cgviz.engine.backend import NOT_NOW, CaptureUnsupported, make_backend
 from cgviz.engine.function import TreeFunction, Variant, first_unsupported, grad_reason, signature_key
 from cgviz.engine.node import Node
 from cgviz.engine.path import OVERWRITTEN as OVERWRITTEN, invalidate_path, managed_inputs, path_liveness
@@ -39,6 +39,7 @@ from cgviz._torch import rules as R
 from cgviz.engine import _torch_compat as compat
 from cgviz.engine.recorder import Recorder
 from cgviz.engine.registry import register
+from cgviz.engine.steady import SteadyRoot, steady_root
 from cgviz.engine.tree_steps import generation_reason, note_error, record_reason
 from cgviz.trace.model import Step, safe_text
 
@@ -118,6 +119,7 @@ class Tree:
         self._warmup_incomplete = False
         self._rewarm: set[int] = set()  # variants whose last warmup asked for another
         self._restored_at: Optional[Node] = None  # the node whose checkpoint the allocator holds now
+        self._steady: Optional[SteadyRoot] = None  # the inference loop's shortcut (engine/steady.py)
         self._lock = threading.Lock()  # one call at a time; see _call
         self._running_on: Optional[int] = None  # the thread inside a call of this tree, if any
         self._holding: Optional[int] = None  # the thread holding the lock outside a call (_held), if any
@@ -185,6 +187,7 @@ class Tree:
 
     def _mark_step(self) -> None:
         start = self._clock()
+        self._steady = None
         old = self.generation
         self.generation += 1
         cloned: list[tuple[int, int, int]] = []
@@ -212,6 +215,7 @@ class Tree:
 
     def _reset(self) -> None:
         start = self._clock()
+        self._steady = None
         forgotten = len(self.nodes)
         self._end_path()
         self.nodes.clear()
@@ -295,6 +299,14 @@ class Tree:
         try:
             start = 0.0 if self._recorder.level is None else time.perf_counter()  # _clock(), inline
             try:
+                steady = self._steady
+                if steady is not None:
+                    if steady.fn is fn and self.current is steady.node and self.state == "execution" and not kwargs \
+                            and len(args) == steady.arity and steady.matches(*args):
+                        outputs = self._replay_root_again(steady, args, start)
+                        if outputs is not NOT_NOW:
+                            return outputs
+                    self._steady = None
                 variant = fn.latest
                 if kwargs or variant is None or variant.matches is None or len(args) != len(variant.key) \
                         or not variant.matches(*args):
@@ -316,6 +328,25 @@ class Tree:
             self._running_on = None
             lock.release()
 
+    def _replay_root_again(self, steady: SteadyRoot, args: tuple, start: float) -> Any:
+        """The inference loop's call (engine/steady.py): the root's path ends and the root
+        replays, as _run decides when its outputs are dead; NOT_NOW when they are live."""
+        node = steady.node
+        try:
+            outputs = steady.replay(args)
+        except BaseException:
+            self._steady = None
+            self._path_ended(start)  # _run ends the path before it replays: a replay that raises leaves it so
+            raise
+        if outputs is NOT_NOW:
+            return outputs
+        node.replays += 1
+        self._restored_at = None
+        if self._recorder.level is not None:
+            self._recorder.path_end(node, start)
+            self._recorder.execute(node, start)
+        return outputs
+
     def _new_variant(self, fn: TreeFunction, args: tuple, key: tuple) -> Variant:
         """The first call with this input signature: checked once (engine/arguments.py)."""
         variant = new_variant(fn, args, key, len(self._variants), self.backend.unsupported_input, self.rules,
@@ -331,11 +362,15 @@ class Tree:
                 candidates = self.roots[variant.id]
             for node in candidates or ():
                 if not node.has_invariants or node.check_invariants(args, self.backend.address) is None:
-                    return self._execute(node, args, start)
+                    outputs = self._execute(node, args, start)
+                    if node.parent is None and self._profiler is None and not self.values \
+                            and self._recorder.level != "full":  # the root again: so may the next call be
+                        self._steady = steady_root(variant, node, self.roots, self.backend)
+                    return outputs
         if self.state in ("recording", "warmup"):
             self._try_end_path(start)
         if variant.mutated or variant.limited:
-            why = self._eager_here(variant, args)
+            why = self._places.eager_reason(variant, args, self.current, self.rerecord_limit)
             if why is not None:
                 return self._eager(variant.function, variant, args, {}, why, start)
         if not variant.warmed_up or self.state == "warmup":
@@ -375,21 +410,6 @@ class Tree:
             if self.current is not None and self.state == "execution":
                 self._restore_checkpoint()
         return self._record(variant, args, mismatches, start)
-
-    def _eager_here(self, variant: Variant, args: tuple) -> Optional[str]:
-        """Why `variant` runs eagerly at the current place of the tree, or None (torch decides
-        this per node and function, before warming up or replaying)."""
-        place = None if self.current is None else self.current.id
-        places = self._places
-        if variant.limited:
-            if (place, variant.id) in places.skips:
-                return places.skips[place, variant.id]
-            if R.exceeded(places.rerecords[place, variant.id], self.rerecord_limit):
-                return places.limit_reason(variant, self.current, self.rerecord_limit,
-                                           "the limit was reached here before")
-        if variant.mutated:
-            return places.mutation_hint(variant, args, self.current, refresh=False)
-        return None
 
     def _try_end_path(self, start: float) -> bool:
         """End the current path if all its outputs are dead."""
@@ -525,9 +545,7 @@ class Tree:
         if self.values:
             self._keep_values(node, outputs)
         if refs is not node.refs:  # backends hand out the same list while outputs are cached
-            node.refs = refs
-            for leaf, ref in zip(node.leaves, refs):
-                leaf.ref = ref
+            node.take_refs(refs)
         if node.invalid:
             node.invalid = set()
         node.replays += 1

@@ -1,0 +1,65 @@
+"""The inference loop's shortcut: a root replayed again once its outputs died.
+
+In a loop such as ``for x in batches: y = f(x)`` every call finds the path of f's root dead,
+ends it and replays the root: the same decision each time (Tree._run makes it). After making it
+once the tree keeps what it needs here, and the next call that finds the tree where that
+decision left it (the root current, its function called with the same input signature) checks
+only what can change between such calls: the signature, the root's outputs' liveness, and then
+replays. Any other call, mark_step() and reset() drop the shortcut, so everything else the
+decision depends on (the tree's shape, the variant's state, the place's history) is as it was.
+
+Only where the decision has nothing else to check or keep: a root with no invariants (no static
+input), no child of its own function, an inference function, no profile, no kept values, and a
+trace that keeps no snapshots (None or "events"; at "full" a decision's state is read between
+the path's end and the replay).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from cgviz.engine.backend import NOT_NOW
+
+if TYPE_CHECKING:
+    from cgviz.engine.backend import Backend
+    from cgviz.engine.function import TreeFunction, Variant
+    from cgviz.engine.node import Node
+
+
+class SteadyRoot:
+    """What the loop's call needs: whose call it is, which root it replays, and how."""
+
+    __slots__ = ("fn", "node", "arity", "matches", "replay")
+
+    def __init__(self, fn: "TreeFunction", node: "Node", arity: int, matches: Callable[..., bool],
+                 replay: Callable[[tuple], Any]) -> None:
+        self.fn = fn
+        self.node = node
+        self.arity = arity
+        self.matches = matches  # args -> the variant's signature (torch's check, in C++)
+        self.replay = replay  # args -> the outputs, or NOT_NOW while the root's outputs are live
+
+
+def steady_root(variant: "Variant", node: "Node", roots: dict, backend: "Backend") -> Optional[SteadyRoot]:
+    """The shortcut for calls of `variant` after `node`, a root, was replayed again in a tree that
+    keeps no profile, values or snapshots; None where its decision has more to check."""
+    if (variant.matches is None or variant.grad_inputs or node.has_invariants or node.tracks_mode
+            or variant.id in node.children or roots[variant.id][0] is not node):
+        return None
+    replay = backend.steady_replay(node.graph, node.copy_inputs) or _replay_when_dead(backend, node)
+    return SteadyRoot(variant.function, node, len(variant.key), variant.matches, replay)
+
+
+def _replay_when_dead(backend: "Backend", node: "Node") -> Callable[[tuple], Any]:
+    """Any backend's replay of the root, once its outputs are dead (Node.path_is_live)."""
+    graph, copy_inputs = node.graph, node.copy_inputs
+
+    def replay_when_dead(args: tuple) -> Any:
+        if node.path_is_live():
+            return NOT_NOW
+        outputs, refs = backend.replay(graph, args, copy_inputs)
+        if refs is not node.refs:
+            node.take_refs(refs)
+        return outputs
+
+    return replay_when_dead

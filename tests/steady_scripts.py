@@ -1,0 +1,269 @@
+"""Call sequences around the inference loop's shortcut (cgviz/engine/steady.py), run on a tree
+with the shortcut and on one without it: `run_both` returns what each did, for the tests on sim
+(tests/test_steady_root.py) and on CUDA (tests/gpu/test_steady_root_gpu.py) to compare.
+
+Each script makes its calls through `Calls`, which keeps every output's values (read at once,
+on the host) and lets the script hold outputs, views of them or their storage across calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Callable, Optional
+
+import pytest
+import torch
+
+import cgviz
+from cgviz.engine import tree as tree_module
+from helpers import data
+
+
+def affine(x):
+    return (x * 2 + 1).relu()
+
+
+def scaled(x):
+    return x * 3 - 1
+
+
+def pair(x):
+    return x + 1, x.sum(0)
+
+
+def weighted(x, w):
+    return x * w
+
+
+class Calls:
+    """A script's view of one tree: wrapped functions, inputs on the tree's device, and every
+    output's values in the order they came."""
+
+    def __init__(self, tree: cgviz.Tree, device: str) -> None:
+        self.tree = tree
+        self.device = device
+        self.f = tree.wrap(affine, name="f")
+        self.g = tree.wrap(scaled, name="g")
+        self.p = tree.wrap(pair, name="p")
+        self.values: list = []
+        self.seed = 0
+
+    def x(self, *shape: int, grad: bool = False) -> torch.Tensor:
+        self.seed += 1
+        t = data(*(shape or (8,)), seed=self.seed, device=self.device)
+        return t.requires_grad_() if grad else t
+
+    def call(self, fn, *args, **kwargs):
+        out = fn(*args, **kwargs)
+        leaves = out if isinstance(out, tuple) else (out,)
+        self.values.append([t.detach().cpu().clone() for t in leaves])
+        return out
+
+    def loop(self, fn, n: int, *shape: int) -> None:
+        for _ in range(n):
+            self.call(fn, self.x(*shape))  # the output is dropped at once
+
+
+def plain_loop(c: Calls) -> None:
+    c.loop(c.f, 12)
+
+
+def held_output(c: Calls) -> None:
+    """The user keeps an output across calls: the root's path is live, torch records a child."""
+    c.loop(c.f, 6)
+    kept = c.call(c.f, c.x())
+    c.loop(c.f, 4)
+    del kept
+    c.loop(c.f, 4)
+
+
+def held_view_and_storage(c: Calls) -> None:
+    """What keeps an output live beyond the tensor handed out: a view, its storage."""
+    c.loop(c.f, 6)
+    view = c.call(c.f, c.x())[2:5]
+    c.loop(c.f, 3)
+    del view
+    c.loop(c.f, 3)
+    storage = c.call(c.f, c.x()).untyped_storage()
+    c.loop(c.f, 3)
+    del storage
+    c.loop(c.f, 3)
+
+
+def interleaved(c: Calls) -> None:
+    """Another function between the loop's calls, and the loop again."""
+    c.loop(c.f, 6)
+    for i in range(8):
+        c.call(c.g if i % 3 == 2 else c.f, c.x())
+    c.loop(c.f, 4)
+
+
+def other_signature(c: Calls) -> None:
+    c.loop(c.f, 6)
+    c.call(c.f, c.x(4, 2))
+    c.loop(c.f, 5)
+    c.loop(c.f, 4, 4, 2)
+    c.loop(c.f, 3)
+
+
+def generations(c: Calls) -> None:
+    """mark_step() between the loop's calls, with and without an output held across it."""
+    c.loop(c.f, 6)
+    for i in range(9):
+        if i % 4 == 3:
+            c.tree.mark_step()
+        c.call(c.f, c.x())
+    kept = c.call(c.f, c.x())
+    c.tree.mark_step()
+    c.loop(c.f, 4)
+    with pytest.raises(RuntimeError):
+        kept + 1  # invalidated by mark_step(), as torch's outputs are
+    c.loop(c.f, 2)
+
+
+def reset_between(c: Calls) -> None:
+    c.loop(c.f, 6)
+    c.tree.reset()
+    c.loop(c.f, 6)
+
+
+def keyword_call(c: Calls) -> None:
+    c.loop(c.f, 6)
+    c.call(c.f, x=c.x())  # keyword arguments run eagerly
+    c.loop(c.f, 4)
+
+
+def grad_inputs(c: Calls) -> None:
+    """Inputs that require grad: eager while autograd is on, graphed under no_grad."""
+    with torch.no_grad():
+        for _ in range(6):
+            c.call(c.f, c.x(grad=True))
+    for _ in range(2):
+        c.call(c.f, c.x(grad=True))
+    with torch.no_grad():
+        for _ in range(3):
+            c.call(c.f, c.x(grad=True))
+    c.loop(c.f, 4)
+
+
+def several_outputs(c: Calls) -> None:
+    c.loop(c.p, 8)
+    kept = c.call(c.p, c.x())[1]
+    c.loop(c.p, 3)
+    del kept
+    c.loop(c.p, 3)
+
+
+def static_input(c: Calls) -> None:
+    """A root with a static input checks its address at every replay."""
+    w = c.tree.wrap(weighted, static=(1,), name="w")
+    weight = c.x()
+    for _ in range(6):
+        c.call(w, c.x(), weight)
+    moved = c.x()
+    for _ in range(4):
+        c.call(w, c.x(), moved)
+
+
+def nested(c: Calls) -> None:
+    """A tree function calling another of the same tree: part of the outer call."""
+    outer = c.tree.wrap(lambda x: c.f(x) * 2, name="outer")
+    for _ in range(7):
+        c.call(outer, c.x())
+    c.loop(c.f, 5)
+
+
+class Failure(Exception):
+    """The replay's failure, passed through to the user unchanged."""
+
+
+def replay_raises(c: Calls) -> None:
+    """The replay fails in the middle of the loop: the user's exception, the path ended.
+    On sim the shortcut replays through the backend's replay(); CUDA's own replay launches the
+    graph directly, so there a call of another function comes first and the loop's next call
+    takes the decision path."""
+    c.loop(c.f, 6)
+    if c.device != "sim":
+        c.call(c.g, c.x())
+    backend = c.tree.backend
+
+    def broken(*args):
+        raise Failure("the replay failed")
+
+    backend.replay = broken
+    backend.steady_replay = lambda *args: None  # a shortcut made now replays through replay()
+    try:
+        with pytest.raises(Failure):
+            c.call(c.f, c.x())
+    finally:
+        del backend.replay, backend.steady_replay
+    c.loop(c.f, 4)
+
+
+def from_threads(c: Calls) -> None:
+    """Calls from two threads, serialised by the tree: each thread's loop in turn."""
+    c.loop(c.f, 6)
+    for _ in range(2):
+        worker = threading.Thread(target=c.loop, args=(c.f, 4))
+        worker.start()
+        worker.join()
+        c.loop(c.f, 3)
+
+
+SCRIPTS: dict[str, Callable[[Calls], None]] = {
+    "plain_loop": plain_loop, "held_output": held_output, "held_view_and_storage": held_view_and_storage,
+    "interleaved": interleaved, "other_signature": other_signature, "generations": generations,
+    "reset_between": reset_between, "keyword_call": keyword_call, "grad_inputs": grad_inputs,
+    "several_outputs": several_outputs, "static_input": static_input, "nested": nested,
+    "replay_raises": replay_raises, "from_threads": from_threads,
+}
+
+
+@contextmanager
+def shortcut_off():
+    """A tree that never keeps the shortcut: each call takes the decision path."""
+    made = tree_module.steady_root
+    tree_module.steady_root = lambda *args: None
+    try:
+        yield
+    finally:
+        tree_module.steady_root = made
+
+
+class Counted(cgviz.Tree):
+    """A tree counting the calls that took the decision path (Tree._run)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.decided = 0
+
+    def _run(self, variant, args, start):
+        self.decided += 1
+        return super()._run(variant, args, start)
+
+
+def run(script: str, device: str, trace: Optional[str]) -> dict:
+    """What a script did on a fresh tree: its steps, outputs, nodes, and decision-path calls."""
+    tree = Counted(device, trace=trace)
+    c = Calls(tree, device)
+    SCRIPTS[script](c)
+    steps = [] if trace is None else [
+        (s.kind, s.reason, s.function, s.node, s.parent, s.generation, s.repeat, s.span, s.invalidated)
+        for s in tree.trace.steps]
+    nodes = [(n.id, n.kind, None if n.parent is None else n.parent.id, n.replays, n.generation) for n in tree.nodes]
+    where = (None if tree.current is None else tree.current.id, tree.state, tree.generation)
+    return {"steps": steps, "values": c.values, "nodes": nodes, "where": where, "decided": tree.decided}
+
+
+def run_both(script: str, device: str, trace: Optional[str]) -> tuple[dict, dict]:
+    """The script with the shortcut, then without it."""
+    with_it = run(script, device, trace)
+    with shortcut_off():
+        without = run(script, device, trace)
+    return with_it, without
+
+
+def same_values(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(torch.equal(s, t) for s, t in zip(x, y)) for x, y in zip(a, b))
