@@ -8,6 +8,7 @@ on the host) and lets the script hold outputs, views of them or their storage ac
 
 from __future__ import annotations
 
+import random
 import threading
 from contextlib import contextmanager
 from typing import Callable, Optional
@@ -36,6 +37,14 @@ def weighted(x, w):
     return x * w
 
 
+class Failure(Exception):
+    """A failure of the user's function or of the replay, passed through to the user unchanged."""
+
+
+def boom(x):
+    raise Failure("the user's function failed")
+
+
 class Calls:
     """A script's view of one tree: wrapped functions, inputs on the tree's device, and every
     output's values in the order they came."""
@@ -46,6 +55,7 @@ class Calls:
         self.f = tree.wrap(affine, name="f")
         self.g = tree.wrap(scaled, name="g")
         self.p = tree.wrap(pair, name="p")
+        self.b = tree.wrap(boom, name="boom")
         self.values: list = []
         self.seed = 0
 
@@ -174,10 +184,6 @@ def nested(c: Calls) -> None:
     c.loop(c.f, 5)
 
 
-class Failure(Exception):
-    """The replay's failure, passed through to the user unchanged."""
-
-
 def replay_raises(c: Calls) -> None:
     """The replay fails in the middle of the loop: the user's exception, the path ended.
     On sim the shortcut replays through the backend's replay(); CUDA's own replay launches the
@@ -209,6 +215,39 @@ def from_threads(c: Calls) -> None:
         worker.start()
         worker.join()
         c.loop(c.f, 3)
+
+
+def random_script(seed: int) -> Callable[[Calls], None]:
+    """Runs of the loop broken at random: outputs held and dropped, views held, another function,
+    another signature, mark_step(), a failing call (seeded: the same seed, the same script)."""
+    rng = random.Random(seed)
+    actions = [rng.choice(("loop", "loop", "loop", "hold", "view", "drop", "other", "shape", "step", "boom"))
+               for _ in range(rng.randint(6, 14))]
+
+    def script(c: Calls) -> None:
+        held: list = []
+        for action in actions:
+            if action == "loop":
+                c.loop(c.f, rng.randint(2, 8))
+            elif action == "hold":
+                held.append(c.call(c.f, c.x()))
+            elif action == "view":
+                held.append(c.call(c.f, c.x())[1:3])
+            elif action == "drop" and held:
+                del held[rng.randrange(len(held))]
+            elif action == "other":
+                c.call(c.g, c.x())
+            elif action == "shape":
+                c.call(c.f, c.x(2, 4))
+            elif action == "step":
+                c.tree.mark_step()
+                held.clear()  # invalidated: using them would raise
+            elif action == "boom":
+                with pytest.raises(Failure):
+                    c.call(c.b, c.x())
+        c.loop(c.f, 3)
+
+    return script
 
 
 SCRIPTS: dict[str, Callable[[Calls], None]] = {
@@ -243,11 +282,12 @@ class Counted(cgviz.Tree):
         return super()._run(variant, args, start)
 
 
-def run(script: str, device: str, trace: Optional[str]) -> dict:
-    """What a script did on a fresh tree: its steps, outputs, nodes, and decision-path calls."""
+def run(script: str | int, device: str, trace: Optional[str]) -> dict:
+    """What a script did on a fresh tree: its steps, outputs, nodes, and decision-path calls
+    (`script`: a name in SCRIPTS, or the seed of a random_script)."""
     tree = Counted(device, trace=trace)
     c = Calls(tree, device)
-    SCRIPTS[script](c)
+    (random_script(script) if isinstance(script, int) else SCRIPTS[script])(c)
     steps = [] if trace is None else [
         (s.kind, s.reason, s.function, s.node, s.parent, s.generation, s.repeat, s.span, s.invalidated)
         for s in tree.trace.steps]
@@ -256,7 +296,7 @@ def run(script: str, device: str, trace: Optional[str]) -> dict:
     return {"steps": steps, "values": c.values, "nodes": nodes, "where": where, "decided": tree.decided}
 
 
-def run_both(script: str, device: str, trace: Optional[str]) -> tuple[dict, dict]:
+def run_both(script: str | int, device: str, trace: Optional[str]) -> tuple[dict, dict]:
     """The script with the shortcut, then without it."""
     with_it = run(script, device, trace)
     with shortcut_off():

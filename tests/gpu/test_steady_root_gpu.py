@@ -36,3 +36,12 @@ def test_the_shortcut_changes_nothing_the_tree_does_on_cuda(script, trace):
     assert with_it["nodes"] == without["nodes"]
     assert with_it["where"] == without["where"]
     assert with_it["decided"] < without["decided"] or script in ("static_input", "grad_inputs")
+
+
+@pytest.mark.parametrize("trace", [None, "events"])
+@pytest.mark.parametrize("seed", range(12))
+def test_random_breaks_of_the_loop_on_cuda_give_what_the_tree_gives_without_the_shortcut(seed, trace):
+    with_it, without = run_both(seed, DEV, trace)
+    assert with_it["steps"] == without["steps"], f"random_script({seed})"
+    assert same_values(with_it["values"], without["values"])
+    assert (with_it["nodes"], with_it["where"]) == (without["nodes"], without["where"])
