@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import threading
 from contextlib import contextmanager
-from typing import Callable, Optional
+from typing import Callable
 
 import pytest
 import torch
@@ -282,25 +282,43 @@ class Counted(cgviz.Tree):
         return super()._run(variant, args, start)
 
 
-def run(script: str | int, device: str, trace: Optional[str]) -> dict:
-    """What a script did on a fresh tree: its steps, outputs, nodes, and decision-path calls
-    (`script`: a name in SCRIPTS, or the seed of a random_script)."""
-    tree = Counted(device, trace=trace)
+# the trees compared: each trace level, and a profile at "events" (the shortcut then replays
+# through the tree's own steps, as at "full")
+TREES = {"None": {"trace": None}, "events": {"trace": "events"}, "full": {"trace": "full"},
+         "events_profile": {"trace": "events", "profile": True}}
+
+
+def run(script: str | int, device: str, tree_kind: str) -> dict:
+    """What a script did on a fresh tree of `tree_kind` (TREES): its steps (with their snapshots
+    at "full"), outputs, nodes, and decision-path calls (`script`: a name in SCRIPTS, or the
+    seed of a random_script)."""
+    tree = Counted(device, **TREES[tree_kind])
     c = Calls(tree, device)
     (random_script(script) if isinstance(script, int) else SCRIPTS[script])(c)
-    steps = [] if trace is None else [
-        (s.kind, s.reason, s.function, s.node, s.parent, s.generation, s.repeat, s.span, s.invalidated)
+    steps = [] if tree.trace_level is None else [
+        (s.kind, s.reason, s.function, s.node, s.parent, s.generation, s.repeat, s.span, s.invalidated,
+         shown(s.snapshot, device))
         for s in tree.trace.steps]
     nodes = [(n.id, n.kind, None if n.parent is None else n.parent.id, n.replays, n.generation) for n in tree.nodes]
     where = (None if tree.current is None else tree.current.id, tree.state, tree.generation)
     return {"steps": steps, "values": c.values, "nodes": nodes, "where": where, "decided": tree.decided}
 
 
-def run_both(script: str | int, device: str, trace: Optional[str]) -> tuple[dict, dict]:
+def shown(snapshot, device: str):
+    """What a snapshot shows, but the addresses of CUDA memory (each tree has its own pool)."""
+    if snapshot is None or device == "sim":
+        return snapshot
+    nodes = [(n.id, n.function, n.kind, n.parent, n.children, n.generation, n.replays, n.signature,
+              [(o.index, o.shape, o.dtype, o.nbytes, o.state, o.alias_of) for o in n.outputs]) for n in snapshot.nodes]
+    blocks = [[(b.size, b.allocated, b.requested, b.owner) for b in seg.blocks] for seg in snapshot.segments]
+    return nodes, snapshot.current_node, snapshot.path, snapshot.state, snapshot.generation, blocks
+
+
+def run_both(script: str | int, device: str, tree_kind: str) -> tuple[dict, dict]:
     """The script with the shortcut, then without it."""
-    with_it = run(script, device, trace)
+    with_it = run(script, device, tree_kind)
     with shortcut_off():
-        without = run(script, device, trace)
+        without = run(script, device, tree_kind)
     return with_it, without
 
 

@@ -8,10 +8,11 @@ only what can change between such calls: the signature, the root's outputs' live
 replays. Any other call, mark_step() and reset() drop the shortcut, so everything else the
 decision depends on (the tree's shape, the variant's state, the place's history) is as it was.
 
-Only where the decision has nothing else to check or keep: a root with no invariants (no static
-input), no child of its own function, an inference function, no profile, no kept values, and a
-trace that keeps no snapshots (None or "events"; at "full" a decision's state is read between
-the path's end and the replay).
+Only where the decision has nothing else to check: a root with no invariants (no static input),
+no child of its own function, an inference function. Where the tree times replays (a profile),
+keeps values or snapshots ("full": a decision's state is read between the path's end and the
+replay), the call then ends the path and replays through the tree's own steps; elsewhere it
+checks the outputs' liveness and replays in one call of the backend's (Backend.steady_replay).
 """
 
 from __future__ import annotations
@@ -32,21 +33,22 @@ class SteadyRoot:
     __slots__ = ("fn", "node", "arity", "matches", "replay")
 
     def __init__(self, fn: "TreeFunction", node: "Node", arity: int, matches: Callable[..., bool],
-                 replay: Callable[[tuple], Any]) -> None:
+                 replay: Optional[Callable[[tuple], Any]]) -> None:
         self.fn = fn
         self.node = node
         self.arity = arity
         self.matches = matches  # args -> the variant's signature (torch's check, in C++)
-        self.replay = replay  # args -> the outputs, or NOT_NOW while the root's outputs are live
+        self.replay = replay  # args -> the outputs, or NOT_NOW while the root's outputs are live; or None
 
 
-def steady_root(variant: "Variant", node: "Node", roots: dict, backend: "Backend") -> Optional[SteadyRoot]:
-    """The shortcut for calls of `variant` after `node`, a root, was replayed again in a tree that
-    keeps no profile, values or snapshots; None where its decision has more to check."""
+def steady_root(variant: "Variant", node: "Node", roots: dict, backend: "Backend", own_steps: bool) -> Optional[SteadyRoot]:
+    """The shortcut for calls of `variant` after `node`, a root, was replayed again; None where
+    its decision has more to check. `own_steps`: the tree times replays, keeps values or
+    snapshots, so the call ends the path and replays through the tree's own steps (no `replay`)."""
     if (variant.matches is None or variant.grad_inputs or node.has_invariants or node.tracks_mode
             or variant.id in node.children or roots[variant.id][0] is not node):
         return None
-    replay = backend.steady_replay(node.graph, node.copy_inputs) or _replay_when_dead(backend, node)
+    replay = None if own_steps else backend.steady_replay(node.graph, node.copy_inputs) or _replay_when_dead(backend, node)
     return SteadyRoot(variant.function, node, len(variant.key), variant.matches, replay)
 
 

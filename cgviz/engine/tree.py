@@ -321,6 +321,7 @@ class Tree:
                     return self._eager(fn, variant, args, {}, variant.eager_reason, start)
                 return self._run(variant, args, start)
             except BaseException as exc:
+                self._steady = None
                 note_error(self._recorder, fn.name, exc, start)
                 raise
         finally:
@@ -328,13 +329,16 @@ class Tree:
             lock.release()
 
     def _replay_root_again(self, steady: SteadyRoot, args: tuple, start: float) -> Any:
-        """The inference loop's call (engine/steady.py): the root's path ends and the root
-        replays, as _run decides when its outputs are dead; NOT_NOW when they are live."""
+        """The loop's call (engine/steady.py): the path ends, the root replays, as in _run; NOT_NOW if it is live."""
         node = steady.node
+        if steady.replay is None:  # a tree that times replays, keeps values or snapshots: its own steps
+            if node.path_is_live():
+                return NOT_NOW
+            self._path_ended(start)
+            return self._execute(node, args, start)
         try:
             outputs = steady.replay(args)
         except BaseException:
-            self._steady = None
             self._path_ended(start)  # _run ends the path before it replays: a replay that raises leaves it so
             raise
         if outputs is NOT_NOW:
@@ -362,9 +366,9 @@ class Tree:
             for node in candidates or ():
                 if not node.has_invariants or node.check_invariants(args, self.backend.address) is None:
                     outputs = self._execute(node, args, start)
-                    if node.parent is None and self._profiler is None and not self.values \
-                            and self._recorder.level != "full":  # the root again: so may the next call be
-                        self._steady = steady_root(variant, node, self.roots, self.backend)
+                    if node.parent is None:  # the root again, its path dead: so may the next call be
+                        own_steps = self._profiler is not None or self.values or self._recorder.level == "full"
+                        self._steady = steady_root(variant, node, self.roots, self.backend, own_steps)
                     return outputs
         if self.state in ("recording", "warmup"):
             self._try_end_path(start)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from steady_scripts import SCRIPTS, Calls, Counted, run_both, same_values
+from steady_scripts import SCRIPTS, TREES, Calls, Counted, run_both, same_values
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DEV = "cuda"
@@ -27,10 +27,10 @@ def test_the_loop_launches_the_graph_without_the_decision_path_or_replay(trace):
         c.values, [torch.randn(8, generator=torch.Generator().manual_seed(s)) for s in range(1, 13)]))
 
 
-@pytest.mark.parametrize("trace", [None, "events"])
+@pytest.mark.parametrize("tree_kind", list(TREES))
 @pytest.mark.parametrize("script", list(SCRIPTS))
-def test_the_shortcut_changes_nothing_the_tree_does_on_cuda(script, trace):
-    with_it, without = run_both(script, DEV, trace)
+def test_the_shortcut_changes_nothing_the_tree_does_on_cuda(script, tree_kind):
+    with_it, without = run_both(script, DEV, tree_kind)
     assert with_it["steps"] == without["steps"]
     assert same_values(with_it["values"], without["values"])
     assert with_it["nodes"] == without["nodes"]
@@ -38,10 +38,10 @@ def test_the_shortcut_changes_nothing_the_tree_does_on_cuda(script, trace):
     assert with_it["decided"] < without["decided"] or script in ("static_input", "grad_inputs")
 
 
-@pytest.mark.parametrize("trace", [None, "events"])
+@pytest.mark.parametrize("tree_kind", list(TREES))
 @pytest.mark.parametrize("seed", range(12))
-def test_random_breaks_of_the_loop_on_cuda_give_what_the_tree_gives_without_the_shortcut(seed, trace):
-    with_it, without = run_both(seed, DEV, trace)
+def test_random_breaks_of_the_loop_on_cuda_give_what_the_tree_gives_without_the_shortcut(seed, tree_kind):
+    with_it, without = run_both(seed, DEV, tree_kind)
     assert with_it["steps"] == without["steps"], f"random_script({seed})"
     assert same_values(with_it["values"], without["values"])
     assert (with_it["nodes"], with_it["where"]) == (without["nodes"], without["where"])
