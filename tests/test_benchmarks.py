@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from helpers import ROOT
 
@@ -104,3 +106,32 @@ def test_interleaved_rounds_turn_the_order_and_stop_on_time():
     assert gc.isenabled()
     order.clear()
     assert interleaved({"a": run("a")}, 1000, 0.0) == {"a": [1.0]}  # a round started at once; no other
+
+
+def test_ab_replay_imports_two_checkouts_side_by_side(tmp_path):
+    """benchmarks/ab_replay.py times another checkout's Tree beside this one's, in one process:
+    each cgviz is imported from its own folder, and trees of both run (on sim, here)."""
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "cgviz", other / "cgviz", ignore=shutil.ignore_patterns("__pycache__"))
+    script = f"""
+import json, sys, torch
+sys.path.insert(0, {str(ROOT / 'benchmarks')!r})
+from ab_replay import load_cgviz
+old = load_cgviz({str(other)!r})
+old_tree = old.Tree("sim", trace=None)
+new = load_cgviz({str(ROOT)!r})
+new_tree = new.Tree("sim", trace=None)
+replays = []
+for tree in (old_tree, new_tree):
+    f = tree.wrap(lambda x: x * 2, name="f")
+    for _ in range(6):
+        assert torch.equal(f(torch.ones(4)), torch.full((4,), 2.0))
+    replays.append(tree.nodes[-1].replays)
+print(json.dumps({{"files": [type(t)._call.__code__.co_filename for t in (old_tree, new_tree)], "replays": replays}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert Path(result["files"][0]) == other / "cgviz" / "engine" / "tree.py"
+    assert Path(result["files"][1]) == ROOT / "cgviz" / "engine" / "tree.py"
+    assert result["replays"] == [4, 4]
