@@ -329,7 +329,7 @@ class Tree:
             lock.release()
 
     def _replay_root_again(self, steady: SteadyRoot, args: tuple, start: float) -> Any:
-        """The loop's call (engine/steady.py): the path ends, the root replays, as in _run; NOT_NOW if it is live."""
+        """The loop's call (engine/steady.py): the path ends, the root replays, as in _run; NOT_NOW while live."""
         node = steady.node
         if steady.replay is None:  # a tree that times replays, keeps values or snapshots: its own steps
             if node.path_is_live():
