@@ -127,8 +127,11 @@ def generations(c: Calls) -> None:
     kept = c.call(c.f, c.x())
     c.tree.mark_step()
     c.loop(c.f, 4)
-    with pytest.raises(RuntimeError):
-        kept + 1  # invalidated by mark_step(), as torch's outputs are
+    if c.tree.rules.generation_cloning is None:
+        with pytest.raises(RuntimeError):
+            kept + 1  # invalidated by mark_step(), as torch's outputs are
+    else:
+        c.values.append([kept.detach().cpu().clone()])  # copied out of the pool: its values kept
     c.loop(c.f, 2)
 
 
@@ -286,13 +289,17 @@ class Counted(cgviz.Tree):
 # through the tree's own steps, as at "full")
 TREES = {"None": {"trace": None}, "events": {"trace": "events"}, "full": {"trace": "full"},
          "events_profile": {"trace": "events", "profile": True}}
+# other releases' rules: torch 2.14's generation cloning (mark_step() copies live outputs out of
+# the pool) and 2.15's limits on managed inputs and shapes
+RULE_TREES = {"cloning_2.14": {"trace": "full", "rules": "2.14", "generation_cloning": "user_visible"},
+              "rules_2.15": {"trace": "events", "rules": "2.15"}}
 
 
 def run(script: str | int, device: str, tree_kind: str) -> dict:
-    """What a script did on a fresh tree of `tree_kind` (TREES): its steps (with their snapshots
+    """What a script did on a fresh tree of `tree_kind` (TREES, RULE_TREES): its steps (with their snapshots
     at "full"), outputs, nodes, and decision-path calls (`script`: a name in SCRIPTS, or the
     seed of a random_script)."""
-    tree = Counted(device, **TREES[tree_kind])
+    tree = Counted(device, **(TREES | RULE_TREES)[tree_kind])
     c = Calls(tree, device)
     (random_script(script) if isinstance(script, int) else SCRIPTS[script])(c)
     steps = [] if tree.trace_level is None else [

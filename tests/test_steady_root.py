@@ -2,13 +2,16 @@
 the decision path, and every sequence around it (outputs held, views and storages held, other
 functions and signatures, generations, reset, keywords, grad, several outputs, static inputs,
 nested calls, a failing replay, threads, and random breaks of the loop) gives the same steps,
-snapshots, outputs and tree as without it, at every trace level and with a profile."""
+snapshots, outputs and tree as without it, at every trace level, with a profile, and under
+torch 2.14's and 2.15's rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from steady_scripts import SCRIPTS, TREES, run, run_both, same_values
+from steady_scripts import RULE_TREES, SCRIPTS, TREES, run, run_both, same_values
+
+KINDS = list(TREES) + list(RULE_TREES)
 
 SEEDS = range(40)
 
@@ -26,7 +29,7 @@ def same_run(with_it: dict, without: dict, what: str) -> None:
     assert (with_it["nodes"], with_it["where"]) == (without["nodes"], without["where"]), what
 
 
-@pytest.mark.parametrize("tree_kind", list(TREES))
+@pytest.mark.parametrize("tree_kind", KINDS)
 @pytest.mark.parametrize("script", list(SCRIPTS))
 def test_the_shortcut_changes_nothing_the_tree_does(script, tree_kind):
     with_it, without = run_both(script, "sim", tree_kind)
@@ -34,7 +37,7 @@ def test_the_shortcut_changes_nothing_the_tree_does(script, tree_kind):
     assert with_it["decided"] < without["decided"] or script in ("static_input", "grad_inputs")
 
 
-@pytest.mark.parametrize("tree_kind", list(TREES))
+@pytest.mark.parametrize("tree_kind", KINDS)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_breaks_of_the_loop_give_what_the_tree_gives_without_the_shortcut(seed, tree_kind):
     same_run(*run_both(seed, "sim", tree_kind), f"random_script({seed})")
