@@ -5,8 +5,9 @@ ends it and replays the root: the same decision each time (Tree._run makes it). 
 once the tree keeps what it needs here, and the next call that finds the tree where that
 decision left it (the root current, its function called with the same input signature) checks
 only what can change between such calls: the signature, the root's outputs' liveness, and then
-replays. Any other call, mark_step() and reset() drop the shortcut, so everything else the
-decision depends on (the tree's shape, the variant's state, the place's history) is as it was.
+replays. Any other call (one that finds the outputs live or raises included), mark_step() and
+reset() drop the shortcut, so everything else the decision depends on (the tree's shape, the
+variant's state, the place's history) is as it was.
 
 Only where the decision has nothing else to check: a root with no invariants (no static input),
 no child of its own function, an inference function. Where the tree times replays (a profile),
