@@ -405,8 +405,8 @@ def test_observer_steps_carry_a_start_and_a_folded_one_keeps_its_first():
 
 # -- merging with a torch profiler trace --------------------------------------------------------
 def _work(x):
-    """About 40 ms with an aten op every 4 ms: long calls, each with ops all along it, so that an estimated
-    slice placed a few milliseconds off (a busy machine) still lies over its own call's ops."""
+    """About 40 ms with an aten op every 4 ms: long calls, each with ops all along it, so that a slice with
+    a measured start, moved onto the profiler's clock, lies over its own call's ops."""
     y = x * 2
     for _ in range(10):
         time.sleep(0.004)
