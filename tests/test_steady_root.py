@@ -8,8 +8,10 @@ torch 2.14's and 2.15's rules."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from steady_scripts import RULE_TREES, SCRIPTS, TREES, run, run_both, same_values
+import cgviz
+from steady_scripts import RULE_TREES, SCRIPTS, TREES, run, run_both, same_values, shortcut_off
 
 KINDS = list(TREES) + list(RULE_TREES)
 
@@ -48,3 +50,27 @@ def test_the_random_scripts_take_the_shortcut():
     saved = [run_both(seed, "sim", "None") for seed in SEEDS]
     taken = [without["decided"] - with_it["decided"] for with_it, without in saved]
     assert sum(t > 0 for t in taken) > len(SEEDS) // 2 and sum(taken) > 3 * len(SEEDS)
+
+
+EXTERNAL = torch.ones(8)
+ODD_OUTPUTS = {
+    "a tensor and a number": lambda x: (x * 2, 3), "a list": lambda x: [x + 1, x - 1], "a dict": lambda x: {"a": x * 2},
+    "its input": lambda x: x, "a view of its input": lambda x: x[:4], "a tensor of its own": lambda x: EXTERNAL,
+    "all of them": lambda x: (x * 2, EXTERNAL, x[:2], None),
+}
+
+
+@pytest.mark.parametrize("tree_kind", list(TREES))
+@pytest.mark.parametrize("returns", list(ODD_OUTPUTS))
+def test_a_loop_whose_outputs_are_not_one_new_tensor_gives_what_it_gives_without_the_shortcut(returns, tree_kind):
+    def loop() -> tuple:
+        tree = cgviz.Tree("sim", **TREES[tree_kind])
+        f = tree.wrap(ODD_OUTPUTS[returns], name="f")
+        shown = [repr(f(torch.full((8,), float(i)))) for i in range(10)]
+        steps = [] if tree.trace_level is None else [(s.kind, s.reason, s.node, s.repeat) for s in tree.trace.steps]
+        return shown, steps, [(n.id, n.kind, n.replays) for n in tree.nodes]
+
+    with_it = loop()
+    with shortcut_off():
+        assert loop() == with_it
+    assert with_it[2][-1] == (1, "graph", 8)
