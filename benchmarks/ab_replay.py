@@ -11,6 +11,7 @@ Prints one JSON object (paired ratios: the median of the per-round ratios, quart
 interval of the median); `--out PATH` also writes it.
 
 usage: python benchmarks/ab_replay.py --old DIR [--levels None,events] [--seconds S] [--out PATH]
+       (DIR: another version's files, e.g. `mkdir DIR && git archive COMMIT | tar -x -C DIR`)
 """
 
 from __future__ import annotations
