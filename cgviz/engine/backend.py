@@ -90,7 +90,7 @@ class Backend(Protocol):
     def steady_replay(self, graph: Any, copy_inputs: Sequence[int]) -> Optional[Callable[[Sequence[Any]], Any]]:
         """The inference loop's replay of a root (engine/steady.py): args -> the outputs, or NOT_NOW
         when the graph's outputs are live, checked as their refs' alive() would; None where this
-        backend has no faster way than replay() and the refs."""
+        backend has no faster way than the tree's own steps (replay() and the refs)."""
 
     def checkpoint(self) -> Any:
         """The pool allocator's state, to restore before recording a child after replays."""

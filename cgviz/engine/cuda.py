@@ -422,21 +422,14 @@ class CudaBackend:
         return tree_unflatten(user_leaves, graph.spec), refs
 
     def steady_replay(self, graph: CudaGraph, copy_inputs: Sequence[int]) -> Optional[Callable[[Sequence[Any]], Any]]:
-        """The inference loop's replay of a graph returning one tensor, cached (engine/steady.py):
-        its liveness as CachedOutput.alive() says, then the input copy and the launch, in one
-        frame; NOT_NOW while the output is live or no longer cached. None for other graphs."""
+        """The inference loop's replay of a graph taking one copied input and returning one tensor,
+        cached (engine/steady.py): its liveness as CachedOutput.alive() says, then the input copy
+        and the launch, in one frame; NOT_NOW while the output is live or no longer cached. None
+        for other graphs."""
         cached = graph.cached[0] if graph.single and graph.cached else None
-        if cached is None or cached.tensors is None or graph.expanded or len(copy_inputs) > 1:
+        if cached is None or cached.tensors is None or graph.expanded or len(copy_inputs) != 1:
             return None
         alive, launch = cached.alive, graph.graph.replay
-        if not copy_inputs:
-            def replay_nothing_copied(args: Sequence[Any]) -> Any:
-                tensors = cached.tensors
-                if tensors is None or alive():
-                    return NOT_NOW
-                launch()
-                return tensors[0]
-            return replay_nothing_copied
         dst, index = graph.copy_dst[0], copy_inputs[0]
 
         def replay_one_copied(args: Sequence[Any]) -> Any:

@@ -73,13 +73,6 @@ class Node:
         """Children in creation order, graphs and warmups."""
         return sorted([c for nodes in self.children.values() for c in nodes] + self.warmups, key=lambda n: n.id)
 
-    def take_refs(self, refs: list) -> None:
-        """The liveness refs of a replay's outputs (backends hand out the same list while
-        outputs are cached)."""
-        self.refs = refs
-        for leaf, ref in zip(self.leaves, refs):
-            leaf.ref = ref
-
     def output_alive(self, index: int) -> bool:
         ref = self.leaves[index].ref
         return ref is not None and index not in self.invalid and ref.alive()

@@ -271,7 +271,7 @@ class SimBackend:
         return tree_unflatten(user_leaves, graph.spec), refs
 
     def steady_replay(self, graph: SimGraph, copy_inputs: Sequence[int]) -> None:
-        """Every replay runs the function again here: the tree's own path serves the loop."""
+        """Every replay runs the function again here: the tree's own steps serve the loop."""
         return None
 
     def _describe(

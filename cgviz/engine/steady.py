@@ -12,15 +12,14 @@ variant's state, the place's history) is as it was.
 Only where the decision has nothing else to check: a root with no invariants (no static input),
 no child of its own function, an inference function. Where the tree times replays (a profile),
 keeps values or snapshots ("full": a decision's state is read between the path's end and the
-replay), the call then ends the path and replays through the tree's own steps; elsewhere it
-checks the outputs' liveness and replays in one call of the backend's (Backend.steady_replay).
+replay), and where the backend has no faster replay for the graph, the call then ends the path
+and replays through the tree's own steps; elsewhere it checks the outputs' liveness and replays
+in one call of the backend's (Backend.steady_replay).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
-
-from cgviz.engine.backend import NOT_NOW
 
 if TYPE_CHECKING:
     from cgviz.engine.backend import Backend
@@ -39,30 +38,17 @@ class SteadyRoot:
         self.node = node
         self.arity = arity
         self.matches = matches  # args -> the variant's signature (torch's check, in C++)
-        self.replay = replay  # args -> the outputs, or NOT_NOW while the root's outputs are live; or None
+        self.replay = replay  # args -> the outputs, or NOT_NOW while the root's outputs are live; None: own steps
 
 
 def steady_root(variant: "Variant", node: "Node", roots: dict, backend: "Backend", own_steps: bool) -> Optional[SteadyRoot]:
     """The shortcut for calls of `variant` after `node`, a root, was replayed again; None where
     its decision has more to check. `own_steps`: the tree times replays, keeps values or
-    snapshots, so the call ends the path and replays through the tree's own steps (no `replay`)."""
+    snapshots, so the call ends the path and replays through the tree's own steps (no `replay`, as
+    where the backend has no steady_replay for the graph)."""
     if (variant.matches is None or variant.grad_inputs or node.has_invariants or node.tracks_mode
             or variant.id in node.children or roots[variant.id][0] is not node):
         return None
-    replay = None if own_steps else backend.steady_replay(node.graph, node.copy_inputs) or _replay_when_dead(backend, node)
+    replay = None if own_steps else backend.steady_replay(node.graph, node.copy_inputs)
     return SteadyRoot(variant.function, node, len(variant.key), variant.matches, replay)
 
-
-def _replay_when_dead(backend: "Backend", node: "Node") -> Callable[[tuple], Any]:
-    """Any backend's replay of the root, once its outputs are dead (Node.path_is_live)."""
-    graph, copy_inputs = node.graph, node.copy_inputs
-
-    def replay_when_dead(args: tuple) -> Any:
-        if node.path_is_live():
-            return NOT_NOW
-        outputs, refs = backend.replay(graph, args, copy_inputs)
-        if refs is not node.refs:
-            node.take_refs(refs)
-        return outputs
-
-    return replay_when_dead

@@ -331,11 +331,8 @@ class Tree:
     def _replay_root_again(self, steady: SteadyRoot, args: tuple, start: float) -> Any:
         """The loop's call (engine/steady.py): the path ends, the root replays, as in _run; NOT_NOW while live."""
         node = steady.node
-        if steady.replay is None:  # a tree that times replays, keeps values or snapshots: its own steps
-            if node.path_is_live():
-                return NOT_NOW
-            self._path_ended(start)
-            return self._execute(node, args, start)
+        if steady.replay is None:  # the tree's own steps (a profile, values, snapshots, or no faster replay)
+            return self._execute(node, args, start) if self._try_end_path(start) else NOT_NOW
         try:
             outputs = steady.replay(args)
         except BaseException:
@@ -344,7 +341,6 @@ class Tree:
         if outputs is NOT_NOW:
             return outputs
         node.replays += 1
-        self._restored_at = None
         if self._recorder.level is not None:
             self._recorder.path_end(node, start)
             self._recorder.execute(node, start)
@@ -548,7 +544,9 @@ class Tree:
         if self.values:
             self._keep_values(node, outputs)
         if refs is not node.refs:  # backends hand out the same list while outputs are cached
-            node.take_refs(refs)
+            node.refs = refs
+            for leaf, ref in zip(node.leaves, refs):
+                leaf.ref = ref
         if node.invalid:
             node.invalid = set()
         node.replays += 1
