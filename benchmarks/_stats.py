@@ -1,4 +1,5 @@
-"""What the GPU benchmarks share: timing a loop, quartiles, paired ratios, writing the JSON.
+"""What the GPU benchmarks share: the hand-written copy + replay they measure against, timing a
+loop, quartiles, paired ratios, writing the JSON.
 
 Imported by the scripts beside it (run as `python benchmarks/<name>.py`, which puts this folder
 first on sys.path)."""
@@ -10,7 +11,31 @@ import json
 import random
 import statistics
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
+
+
+def copy_and_replay(fn: Callable[[Any], object], x: Any, warmups: int = 1) -> tuple[Callable[[], None], Any]:
+    """`fn` captured by hand into one CUDA graph on a copy of `x` (warmed up on a side stream
+    first), and a call that copies `x` into that input and replays the graph: the floor every
+    replay path is measured against. Returns (that call, the torch.cuda.CUDAGraph)."""
+    import torch
+
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            fn(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(static_x)
+
+    def copy_replay() -> None:
+        static_x.copy_(x)
+        graph.replay()
+
+    return copy_replay, graph
 
 
 def timed_us(step: Callable[[], object], calls: int) -> float:

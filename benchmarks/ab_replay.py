@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any, Callable
 
 import torch
-from _stats import emit, interleaved, paired, warmed_us
+from _stats import copy_and_replay, emit, interleaved, paired, warmed_us
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
 
@@ -84,21 +84,7 @@ def main(argv=None) -> int:
         print(f"--levels: unknown trace level(s) {', '.join(bad)} (None, events, full)", file=sys.stderr)
         return 2
     x = torch.randn(16, device="cuda")
-    static_x = x.clone()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(static_x)
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.cuda.graph(graph):
-        fn(static_x)
-
-    def copy_replay() -> None:
-        static_x.copy_(x)
-        graph.replay()
-
-    runs: dict[str, Callable[[], object]] = {"copy_replay": copy_replay}
+    runs: dict[str, Callable[[], object]] = {"copy_replay": copy_and_replay(fn, x)[0]}
     runs |= loops(load_cgviz(args.old), x, levels, "old")
     runs |= loops(load_cgviz(HERE), x, levels, "new")
     samples = interleaved({name: partial(warmed_us, step, args.calls) for name, step in runs.items()},

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Callable
 
 import torch
-from _stats import emit, interleaved, paired, quartiles, warmed_us
+from _stats import copy_and_replay, emit, interleaved, paired, quartiles, warmed_us
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
@@ -33,22 +33,9 @@ def fn(x: torch.Tensor) -> torch.Tensor:
 def variants(x: torch.Tensor) -> dict[str, Callable[[], object]]:
     out: dict[str, Callable[[], object]] = {"eager": lambda: fn(x)}
 
-    static_x = x.clone()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(static_x)  # warm up outside capture
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.cuda.graph(graph):
-        fn(static_x)
+    copy_replay, graph = copy_and_replay(fn, x)
     out["raw_replay"] = graph.replay
-
-    def copy_and_replay():
-        static_x.copy_(x)
-        graph.replay()
-
-    out["raw_copy_replay"] = copy_and_replay
+    out["raw_copy_replay"] = copy_replay
 
     from torch._inductor.cudagraph_trees import cudagraphify
 

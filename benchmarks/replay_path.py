@@ -34,7 +34,7 @@ import threading
 import timeit
 
 import torch
-from _stats import emit, interleaved, paired, warmed_us
+from _stats import copy_and_replay, emit, interleaved, paired, warmed_us
 
 
 def fn(x: torch.Tensor) -> torch.Tensor:
@@ -64,19 +64,7 @@ def main(argv=None) -> int:
     backend = tree.backend
     lock = threading.Lock()
 
-    static_x = x.clone()
-    graph = torch.cuda.CUDAGraph()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn(static_x)
-    torch.cuda.current_stream().wait_stream(side)
-    with torch.cuda.graph(graph):
-        fn(static_x)
-
-    def copy_replay() -> None:
-        static_x.copy_(x)
-        graph.replay()
+    copy_replay, graph = copy_and_replay(fn, x)
 
     def lock_pair() -> None:
         lock.acquire(False)

@@ -32,29 +32,14 @@ from functools import partial
 from typing import Callable
 
 import torch
-from _stats import emit, interleaved, per_call_us, rotated, summary, timed_us
+from _stats import copy_and_replay, emit, interleaved, per_call_us, rotated, summary, timed_us
 
 
 def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
     import cgviz
 
     out: dict[str, Callable[[], object]] = {"eager": lambda: model(x)}
-    static_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        model(static_x)
-
-    def copy_and_replay():
-        static_x.copy_(x)
-        graph.replay()
-
-    out["copy_replay"] = copy_and_replay
+    out["copy_replay"] = copy_and_replay(model, x, warmups=3)[0]
     trees = torch.compile(model, backend="cudagraphs")
     out["torch_trees"] = lambda: trees(x)
     for level in (None, "events", "full"):
