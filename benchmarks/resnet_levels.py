@@ -5,7 +5,8 @@
    None, "events" and "full".
 2. Training steps (forward, backward, SGD step) of `torch.compile(mode="reduce-overhead")`, ms per
    step, with no observer, with only the observer's wrappers around torch's methods installed,
-   and under `cgviz.observe_torch` at "events" and "full"; steady state
+   under `cgviz.observe_torch` at "events" and "full", and at "events" with the observer's
+   replay-loop methods doing nothing (its presence without its work); steady state
    only (the steps are timed after every graph is recorded, and after two steps in each
    observation, which take its first snapshots).
 
@@ -19,7 +20,8 @@ how sure the ratio is. Training stops starting rounds after --seconds. Prints on
 `--out PATH` also writes it.
 
 usage: python benchmarks/resnet_levels.py [--calls N] [--rounds R] [--chunk N] [--train-rounds R]
-       [--seconds S] [--parts inference,training] [--observed hooks_only,events,full] [--out PATH]
+       [--seconds S] [--parts inference,training] [--observed hooks_only,events,full,events_no_work]
+       [--out PATH]
 """
 
 from __future__ import annotations
@@ -83,6 +85,20 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
         finally:
             _hooks.uninstall()
 
+    @contextlib.contextmanager
+    def events_no_work():
+        """The observer at "events", its replay-loop methods doing nothing: a call still goes
+        through its wrappers and reaches it, and it notes nothing."""
+        from cgviz.observe.torch_compile import start_observing, stop_observing
+
+        observer = start_observing("events")
+        observer.watch_call = lambda run, manager, args, kwargs: run(manager, *args, **kwargs)
+        observer.replayed = observer.generation_began = observer.path_ended = lambda *args: None
+        try:
+            yield
+        finally:
+            stop_observing(observer)
+
     def timed(watching: Callable[[], contextlib.AbstractContextManager]) -> Callable[[], float]:
         def run() -> float:
             """ms per step of `chunk` steps timed inside `watching()` (its start, end and first two
@@ -94,7 +110,7 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
 
     variants = {"no_observer": timed(contextlib.nullcontext), "hooks_only": timed(hooks_only),
                 "events": timed(partial(cgviz.observe_torch, trace="events")),
-                "full": timed(partial(cgviz.observe_torch, trace="full"))}
+                "full": timed(partial(cgviz.observe_torch, trace="full")), "events_no_work": timed(events_no_work)}
     return variants, lambda: train(6)
 
 
@@ -116,7 +132,7 @@ def inference(args: argparse.Namespace, result: dict) -> None:
     result["inference_calls_per_round"] = args.calls
 
 
-OBSERVED = ("hooks_only", "events", "full")
+OBSERVED = ("hooks_only", "events", "full", "events_no_work")
 
 
 def training(args: argparse.Namespace, result: dict) -> None:
@@ -124,8 +140,10 @@ def training(args: argparse.Namespace, result: dict) -> None:
     trains = {name: run for name, run in trains.items() if name == "no_observer" or name in args.observed}
     warm()
     samples = interleaved(trains, args.train_rounds, args.seconds)
-    result["training_ms_per_step"] = summary(samples, {
-        f"{name}_vs_no_observer": (name, "no_observer") for name in OBSERVED if name in trains})
+    ratios = {f"{name}_vs_no_observer": (name, "no_observer") for name in OBSERVED if name in trains}
+    ratios |= {f"events_vs_{name}": ("events", name) for name in ("hooks_only", "events_no_work")
+               if "events" in trains and name in trains}
+    result["training_ms_per_step"] = summary(samples, ratios)
     result["training_steps_per_round"] = args.chunk
     result["training_rounds"] = len(samples["no_observer"])
 
@@ -138,7 +156,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--train-rounds", type=int, default=150)
     parser.add_argument("--seconds", type=float, default=240, help="no training round starts after this")
     parser.add_argument("--parts", default="inference,training")
-    parser.add_argument("--observed", default=",".join(OBSERVED),
+    parser.add_argument("--observed", default="hooks_only,events,full",
                         help="training variants beside no observer (fewer: more rounds in --seconds)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
