@@ -35,6 +35,11 @@ def _fn(x):
     return (x * 2 + 1).relu() @ x.T
 
 
+# This file as a trace names it: relative to the directory pytest runs in (the repository's
+# root, or tests/gpu), as a site inside the current directory is kept.
+HERE = os.path.relpath(os.path.abspath(__file__)).replace(os.sep, "/")
+
+
 def _kinds(trace):
     return [(s.kind, s.graph, s.repeat) for s in trace.steps]
 
@@ -53,7 +58,7 @@ def test_torch_cuda_graph_capture_replay_and_destroy():
         gc.collect()
     (view,) = trace.graphs
     assert view.origin == "torch.cuda.graph"
-    assert view.site.startswith("tests/gpu/test_observe_graphs_gpu.py:") and "_capture" in view.site
+    assert view.site.startswith(f"{HERE}:") and "_capture" in view.site
     assert view.replays == 5 and view.destroyed
     if trace.meta["graph_events_from"] == "hooks":  # torch 2.14+: read while the cudaGraph_t is live
         assert view.kernels and sum(n for _, n in view.kernels) >= 2  # the elementwise kernel and the matmul
@@ -104,7 +109,7 @@ def test_make_graphed_callables_forward_and_backward():
             opt.zero_grad(set_to_none=False)
     assert len(trace.graphs) == 2  # its forward graph and its backward graph
     assert {g.origin for g in trace.graphs} == {"make_graphed_callables"}
-    assert all(g.site.startswith("tests/gpu/test_observe_graphs_gpu.py:") for g in trace.graphs)
+    assert all(g.site.startswith(f"{HERE}:") for g in trace.graphs)
     assert trace.graphs[0].pool == trace.graphs[1].pool  # the backward graph captures into the forward's pool
     assert [g.replays for g in trace.graphs] == [4, 4]
 
