@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,37 @@ def test_docs_show_every_explorer_as_a_page(site):
     for page in site.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert "&lt;cgviz.Explorer of" not in text, f"{page.relative_to(site)} shows an Explorer as text"
+
+
+# each picture of a cell's output that reaches past the output's right edge: (width, output width)
+TOO_WIDE_JS = """() => [...document.querySelectorAll('div.cell_output svg, div.cell_output img')]
+  .filter((pic) => !pic.parentElement.closest('svg'))
+  .map((pic) => [pic.getBoundingClientRect(), pic.closest('div.cell_output').getBoundingClientRect()])
+  .filter(([box, area]) => box.width > 0 && box.right > area.right + 1)
+  .map(([box, area]) => [Math.round(box.width), Math.round(area.width)])"""
+
+
+def test_docs_notebook_pictures_fit_the_text_column(site):
+    """In a window 850 pixels wide, every picture of a notebook's page (an image, or an SVG inline
+    in an HTML output) is drawn within the text column, none cut off at the page's edge."""
+    chromium = "/usr/bin/chromium"
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make setup installs it)")
+    if not Path(chromium).exists():
+        pytest.skip(f"Chromium not found at {chromium} (make setup installs Debian's chromium)")
+    pages = sorted((site / "notebooks").glob("*.html"))
+    assert pages
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 850, "height": 900})
+            pictures, wide = 0, {}
+            for path in pages:
+                page.goto(path.as_uri())
+                pictures += page.locator("div.cell_output svg, div.cell_output img").count()
+                found = page.evaluate(TOO_WIDE_JS)
+                if found:
+                    wide[path.name] = found
+        finally:
+            browser.close()
+    assert pictures >= 20
+    assert not wide, f"pictures wider than the text column (picture px, column px): {wide}"

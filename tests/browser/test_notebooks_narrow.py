@@ -1,0 +1,71 @@
+"""The teaching notebooks read without a kernel (nbconvert's HTML of what is stored, as nbviewer
+shows them) in Chromium, in a window 850 pixels wide and in one of 1280: every picture in an
+output fits its output area, drawn smaller where needed, none cut off at the right.
+
+nbconvert shows an `image/svg+xml` output as an image at the size the SVG declares (no rule of its
+page confines it), while an SVG inside an HTML output is confined to the output's width: a wide
+picture is shown inline (the notebooks' `show` and `picture`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import shot
+
+nbconvert = pytest.importorskip("nbconvert")
+nbformat = pytest.importorskip("nbformat")
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+WIDTHS = (850, 1280)
+
+# each picture of an output wider than its output area: (notebook cell's output text, width, area)
+TOO_WIDE_JS = """() => {
+  const out = [];
+  for (const pic of document.querySelectorAll('.jp-OutputArea-output svg, .jp-OutputArea-output img')) {
+    if (pic.parentElement.closest('svg')) continue;  // an element inside a drawing, not a picture
+    const area = pic.closest('.jp-OutputArea-output').getBoundingClientRect();
+    const box = pic.getBoundingClientRect();
+    if (box.width > 0 && box.right > area.right + 1)
+      out.push([(pic.closest('.jp-Cell')?.querySelector('.jp-InputArea')?.textContent || '').trim().slice(0, 80),
+                Math.round(box.width), Math.round(area.width)]);
+  }
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: Any) -> dict[str, Path]:
+    """Each notebook as nbconvert's HTML of its stored outputs (nothing runs)."""
+    folder = tmp_path_factory.mktemp("notebooks-html")
+    out = {}
+    for path in NOTEBOOKS:
+        html, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(path, 4))
+        out[path.stem] = folder / f"{path.stem}.html"
+        out[path.stem].write_text(html, encoding="utf-8")
+    return out
+
+
+def test_there_are_pictures_to_check(pages: dict[str, Path]) -> None:
+    assert len(pages) >= 7
+    assert sum(p.read_text(encoding="utf-8").count("<svg") for p in pages.values()) >= 20
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", [p.stem for p in NOTEBOOKS])
+def test_every_picture_fits_its_output_area(browser: Any, pages: dict[str, Path], name: str, width: int) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(pages[name].as_uri())
+        page.wait_for_load_state("load")
+        assert page.locator(".jp-OutputArea-output").count() > 0
+        wide = page.evaluate(TOO_WIDE_JS)
+        if wide:
+            page.locator(".jp-OutputArea-output svg, .jp-OutputArea-output img").first.scroll_into_view_if_needed()
+            shot(page, f"{name}-{width}-too-wide")
+        assert not wide, f"{name} at {width} px: pictures cut off (cell, picture px, output area px): {wide}"
+    finally:
+        context.close()
