@@ -3,12 +3,19 @@ module, tests/gpu/ included, so they import tests/helpers.py and tests/random_wo
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import subprocess
+import sys
+import time
+
 import pytest
 import torch
 from hypothesis import settings
 
 import cgviz
 from cgviz.scenarios import SCENARIOS, run_scenario
+from helpers import ROOT
 
 # Property tests draw the same inputs on every run (and remember no failures between runs): a
 # test passes or fails by the code, not by the draw.
@@ -54,3 +61,30 @@ def hold_manager():
     yield hold
     table.clear()
     table.update(saved)
+
+
+DOCS_NEEDS = {"sphinx": "sphinx", "myst_nb": "myst-nb", "furo": "furo"}
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory):
+    """The documentation site built once, offline, warnings as errors (as `make docs`): its html
+    folder. Skips where the docs' packages are missing; fails, with the warnings and the log's
+    end, where the build warns or fails."""
+    missing = [pkg for module, pkg in DOCS_NEEDS.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        pytest.skip(f"the docs build needs {', '.join(missing)}: pip install -e '.[docs]' (make setup does)")
+    out = tmp_path_factory.mktemp("docs")
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-T", "-b", "html",
+           "-d", str(out / "doctrees"), str(ROOT / "docs"), str(out / "html")]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    seconds = time.perf_counter() - started
+    log = proc.stdout + proc.stderr
+    problems = [line for line in log.splitlines() if re.search(r"(^|: )(WARNING|ERROR|CRITICAL):", line)]
+    if proc.returncode != 0 or problems:
+        # the warnings, then the end of the log: a failing cell's code and traceback (-T) are there
+        pytest.fail(f"sphinx-build failed ({proc.returncode}) after {seconds:.0f} s:\n" + "\n".join(problems)
+                    + "\n\n... end of the log:\n" + log[-8000:])
+    print(f"docs built in {seconds:.0f} s")
+    return out / "html"
