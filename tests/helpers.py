@@ -108,3 +108,12 @@ def keep_trace(trace, stem: str) -> None:
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
         trace.save(Path(out) / f"{stem}.cgtrace.json")
+
+
+def still_drawings(still_html: str) -> list[str]:
+    """The SVG drawings of an Explorer's still picture (images with data URLs), decoded, in order."""
+    import base64
+    import re
+
+    return [base64.b64decode(d).decode("utf-8")
+            for d in re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', still_html)]

@@ -20,6 +20,8 @@ from cgviz.views.text import GRAPH_STEP_NOTE, GRAPHS_ONLY, KIND_WORDS, headline,
 from cgviz.views.timeline import timeline_figure
 from cgviz.views.timeline_data import timeline_items
 
+from helpers import still_drawings
+
 pytest.importorskip("matplotlib")  # the timeline draws with it
 
 
@@ -376,7 +378,7 @@ def test_still_picture_of_a_graph_step_among_tree_steps():
     still = static_html(trace, i)
     assert GRAPH_STEP_NOTE.split(":")[0].replace("'", "&#x27;") in still and "cg-gl" in still
     tree_step = next(k for k, s in enumerate(trace.steps) if s.snapshot is not None)
-    assert "<svg" in static_html(trace, tree_step)
+    assert "<svg" in still_drawings(static_html(trace, tree_step))[0]
 
 
 def test_still_picture_without_graphs_has_no_graph_section():

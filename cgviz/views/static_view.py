@@ -1,16 +1,21 @@
 """The Explorer at one step as plain HTML: its headline, the tree and the pool, and the list of
 CUDA graphs made outside the trees where the trace holds any (the step's graph marked). A
 notebook keeps it beside the widget, so that where widgets do not run (nbconvert's HTML, GitHub,
-nbviewer, a docs page) the reader still sees the step the widget showed."""
+nbviewer, a docs page, JupyterLab before the notebook runs) the reader still sees the step the
+widget showed.
+
+The drawings are images of their SVG (`svg_image`), not SVG inline: JupyterLab shows an
+untrusted notebook's HTML outputs (one opened before it ran, as on Binder) through its
+sanitizer, which keeps an image and strips inline SVG, leaving only the drawing's words."""
 
 from __future__ import annotations
 
+import base64
 import html
 from typing import TYPE_CHECKING
 
 from cgviz.trace.model import GRAPH_STEP_KINDS
 from cgviz.views.graph_list import graph_list_html
-from cgviz.views.page_store import namespace_ids, strip_prolog
 from cgviz.views.text import GRAPH_STEP_NOTE, GRAPHS_ONLY, headline
 
 if TYPE_CHECKING:
@@ -23,13 +28,12 @@ STILL_MAX_NODES = 300
 
 
 def static_html(trace: "Trace", index: int, mark: str = "") -> str:
-    """Step `index` (counted from 0) of `trace` as HTML with inline SVG; no script, no style
-    sheet it depends on. `mark`: one more class, by which a running widget finds it."""
+    """Step `index` (counted from 0) of `trace` as HTML, its drawings SVG images; no script, no
+    style sheet it depends on. `mark`: one more class, by which a running widget finds it."""
     from cgviz.views.pool import pool_svg
     from cgviz.views.tree import tree_svg
 
     classes = f"{STILL_CLASS} {mark}".strip()
-    ids = f"{mark or STILL_CLASS}-{index}-"
     n = len(trace.steps)
     if not n:
         return f'<div class="{classes}"><p>cgviz Explorer: the trace has no steps yet.</p></div>'
@@ -48,8 +52,8 @@ def static_html(trace: "Trace", index: int, mark: str = "") -> str:
             parts.append(f"<p><i>The tree has {len(snapshot.nodes)} nodes: too many for a still picture (at most "
                          f"{STILL_MAX_NODES}); run the notebook to see it in the Explorer.</i></p>")
         else:
-            parts.append(f'<div style="max-width: 100%">{_svg_body(tree_svg(snapshot, step), f"{ids}t")}</div>')
-        parts.append(f'<div style="max-width: 100%">{_svg_body(pool_svg(snapshot), f"{ids}p")}</div>')
+            parts.append(f"<div>{svg_image(tree_svg(snapshot, step), f'the tree after step {index + 1}')}</div>")
+        parts.append(f"<div>{svg_image(pool_svg(snapshot), f'the pool after step {index + 1}')}</div>")
     parts.append(graph_list_html(trace, step.graph, inline=True))
     parts.append("<p><small>A still picture of the Explorer at this step; run the notebook to step "
                  "through the trace.</small></p></div>")
@@ -65,6 +69,8 @@ def _no_tree(trace: "Trace", index: int) -> str:
     return "No snapshot was recorded for this step."
 
 
-def _svg_body(svg: str, prefix: str) -> str:
-    """SVG text as HTML holds it: no XML prolog, its ids its own (a page may show several)."""
-    return namespace_ids(strip_prolog(svg), prefix)
+def svg_image(svg: str, alt: str) -> str:
+    """An SVG drawing as an HTML image (a data URL) at its own size, never wider than its place."""
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return (f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(alt)}" '
+            'style="max-width: 100%; height: auto">')

@@ -3,8 +3,9 @@ shows them) in Chromium, in a window 850 pixels wide and in one of 1280: every p
 output fits its output area, drawn smaller where needed, none cut off at the right.
 
 nbconvert shows an `image/svg+xml` output as an image at the size the SVG declares (no rule of its
-page confines it), while an SVG inside an HTML output is confined to the output's width: a wide
-picture is shown inline (the notebooks' `show` and `picture`)."""
+page confines it), while an image inside an HTML output is confined to the output's width: the
+notebooks show their drawings that way (`svg_image`: the Explorer's still pictures, and the
+notebooks' own `show` and `picture`)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def pages(tmp_path_factory: Any) -> dict[str, Path]:
 
 def test_there_are_pictures_to_check(pages: dict[str, Path]) -> None:
     assert len(pages) >= 7
-    assert sum(p.read_text(encoding="utf-8").count("<svg") for p in pages.values()) >= 20
+    assert sum(p.read_text(encoding="utf-8").count("data:image/svg+xml") for p in pages.values()) >= 20
 
 
 @pytest.mark.parametrize("width", WIDTHS)
