@@ -135,3 +135,17 @@ print(json.dumps({{"files": [type(t)._call.__code__.co_filename for t in (old_tr
     assert Path(result["files"][0]) == other / "cgviz" / "engine" / "tree.py"
     assert Path(result["files"][1]) == ROOT / "cgviz" / "engine" / "tree.py"
     assert result["replays"] == [4, 4]
+
+
+def test_class_switch_runs_from_anywhere_and_refuses_an_empty_run(tmp_path):
+    script = str(ROOT / "benchmarks" / "class_switch.py")
+    out = tmp_path / "class_switch.json"
+    proc = subprocess.run([sys.executable, script, "--rounds", "3", "--chunk", "5", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert json.loads(out.read_text()) == result
+    assert (result["benchmark"], result["rounds"], result["chunk"]) == ("class_switch", 3, 5)
+    assert set(result["ns_per_call"]) == {"never_switched", "switched_plain_subclass", "switched_wrapped"}
+    refused = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--rounds and --chunk take a positive number" in refused.stderr
