@@ -1,5 +1,5 @@
-"""What the GPU benchmarks share: the hand-written copy + replay they measure against, timing a
-loop, quartiles, paired ratios, writing the JSON.
+"""What the benchmarks share: the hand-written copy + replay the GPU ones measure against, timing
+a loop, quartiles, paired ratios, writing the JSON.
 
 Imported by the scripts beside it (run as `python benchmarks/<name>.py`, which puts this folder
 first on sys.path)."""

@@ -22,6 +22,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script from a checkout: import this checkout's cgviz
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _stats import emit  # noqa: E402  (the folder of the script is first on sys.path)
+
 from cgviz.observe._hooks import subclass_of  # noqa: E402
 
 
@@ -86,12 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"benchmark": "class_switch", "unit": "ns per call (median over rounds)", "python": platform.python_version(),
               "rounds": args.rounds, "chunk": args.chunk, "ns_per_call": medians,
               "wrapper_ns": round(medians["switched_wrapped"] - medians["switched_plain_subclass"], 1)}
-    import json
-
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import platform
 import statistics
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
 import cgviz  # noqa: E402
+from _stats import emit  # noqa: E402
 from render import synthetic_trace  # noqa: E402
 
 GOAL_S = 1.0
@@ -49,10 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal_s": GOAL_S, "python": platform.python_version(), "repeats": args.repeats,
         "full": timed(trace, args.repeats), "events": timed(events, args.repeats),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

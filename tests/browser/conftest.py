@@ -71,6 +71,20 @@ def shot(page: Any, name: str) -> Path:
     return path
 
 
+# the pictures (images, SVG drawings) inside each `area` (a selector: a notebook's output, a
+# docs cell's) that reach past its right edge: [picture width, area width] for each
+_PICTURES_PAST_JS = """(area) => [...document.querySelectorAll(`${area} svg, ${area} img`)]
+  .filter((pic) => !pic.parentElement.closest('svg'))  // an element inside a drawing, not a picture
+  .map((pic) => [pic.getBoundingClientRect(), pic.closest(area).getBoundingClientRect()])
+  .filter(([box, out]) => box.width > 0 && box.right > out.right + 1)
+  .map(([box, out]) => [Math.round(box.width), Math.round(out.width)])"""
+
+
+def pictures_past_their_area(page: Any, area: str) -> list[list[int]]:
+    """The pictures of the page cut off at the right of their `area` (none where all fit)."""
+    return page.evaluate(_PICTURES_PAST_JS, area)
+
+
 # -- the front end under test ---------------------------------------------------------------------
 def explorer_js_override() -> Optional[str]:
     path = os.environ.get("CGVIZ_EXPLORER_JS")

@@ -7,13 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# each picture of a cell's output that reaches past the output's right edge: (width, output width)
-TOO_WIDE_JS = """() => [...document.querySelectorAll('div.cell_output svg, div.cell_output img')]
-  .filter((pic) => !pic.parentElement.closest('svg'))
-  .map((pic) => [pic.getBoundingClientRect(), pic.closest('div.cell_output').getBoundingClientRect()])
-  .filter(([box, area]) => box.width > 0 && box.right > area.right + 1)
-  .map(([box, area]) => [Math.round(box.width), Math.round(area.width)])"""
-
+from conftest import pictures_past_their_area
 
 def test_docs_notebook_pictures_fit_the_text_column(browser: Any, docs_site: Path) -> None:
     pages = sorted((docs_site / "notebooks").glob("*.html"))
@@ -25,7 +19,7 @@ def test_docs_notebook_pictures_fit_the_text_column(browser: Any, docs_site: Pat
         for path in pages:
             page.goto(path.as_uri())
             pictures += page.locator("div.cell_output svg, div.cell_output img").count()
-            found = page.evaluate(TOO_WIDE_JS)
+            found = pictures_past_their_area(page, "div.cell_output")
             if found:
                 wide[path.name] = found
     finally:

@@ -14,28 +14,13 @@ from typing import Any
 
 import pytest
 
-from conftest import shot
+from conftest import pictures_past_their_area, shot
 
 nbconvert = pytest.importorskip("nbconvert")
 nbformat = pytest.importorskip("nbformat")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 WIDTHS = (850, 1280)
-
-# each picture of an output wider than its output area: (notebook cell's output text, width, area)
-TOO_WIDE_JS = """() => {
-  const out = [];
-  for (const pic of document.querySelectorAll('.jp-OutputArea-output svg, .jp-OutputArea-output img')) {
-    if (pic.parentElement.closest('svg')) continue;  // an element inside a drawing, not a picture
-    const area = pic.closest('.jp-OutputArea-output').getBoundingClientRect();
-    const box = pic.getBoundingClientRect();
-    if (box.width > 0 && box.right > area.right + 1)
-      out.push([(pic.closest('.jp-Cell')?.querySelector('.jp-InputArea')?.textContent || '').trim().slice(0, 80),
-                Math.round(box.width), Math.round(area.width)]);
-  }
-  return out;
-}"""
-
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: Any) -> dict[str, Path]:
@@ -63,10 +48,10 @@ def test_every_picture_fits_its_output_area(browser: Any, pages: dict[str, Path]
         page.goto(pages[name].as_uri())
         page.wait_for_load_state("load")
         assert page.locator(".jp-OutputArea-output").count() > 0
-        wide = page.evaluate(TOO_WIDE_JS)
+        wide = pictures_past_their_area(page, ".jp-OutputArea-output")
         if wide:
             page.locator(".jp-OutputArea-output svg, .jp-OutputArea-output img").first.scroll_into_view_if_needed()
             shot(page, f"{name}-{width}-too-wide")
-        assert not wide, f"{name} at {width} px: pictures cut off (cell, picture px, output area px): {wide}"
+        assert not wide, f"{name} at {width} px: pictures cut off (picture px, output area px): {wide}"
     finally:
         context.close()
