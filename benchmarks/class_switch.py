@@ -1,11 +1,16 @@
-"""What the observer's way of wrapping costs Python by itself, on the CPU: calls of a method that
-reads a dozen attributes and calls another method, as torch's manager does on the replay path,
-on an instance never switched; switched every --chunk calls to a subclass made as the observer
-makes one (`_hooks.subclass_of`) with no method replaced, and back; and switched to one whose
-method is a pass-through wrapper, as the observer's are while nothing observes.
+"""What the ways of wrapping torch's tree manager cost Python by themselves, on the CPU: calls of
+a method that reads a dozen instance attributes and calls another method, as torch's manager does
+on the replay path, on
+- an instance never switched;
+- an instance whose `__class__` was switched once to a subclass (no method replaced) and back,
+  before any timing: CPython then keeps its attributes in a dict, for good;
+- an instance of a class whose method is a pass-through wrapper on the class itself, as the
+  observer's hooks are while nothing observes.
 
-The variants run interleaved in many rounds; each figure is the median over rounds of the time
-per call (ns). Prints one JSON object; `--out PATH` also writes it. Needs no GPU.
+The variants run interleaved in many rounds of --chunk calls each, in an order that turns by one
+each round; each figure is the median over rounds of the time per call (ns), each ratio the
+median of the per-round ratios with the 95 % interval of that median. Prints one JSON object;
+`--out PATH` also writes it. Needs no GPU.
 
 usage: python benchmarks/class_switch.py [--rounds R] [--chunk N] [--out PATH]
 """
@@ -14,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 if __package__ in (None, ""):  # run as a script from a checkout: import this checkout's cgviz
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _stats import emit  # noqa: E402  (the folder of the script is first on sys.path)
-
-from cgviz.observe._hooks import subclass_of  # noqa: E402
+from _stats import emit, interleaved, summary  # noqa: E402  (the folder of the script is first on sys.path)
 
 
 class Manager:
@@ -46,48 +49,58 @@ class Manager:
         return t
 
 
-def pass_through(original):
+def pass_through(original: Callable) -> Callable:
     def run(self, *args, **kwargs):
         return original(self, *args, **kwargs)
     return run
 
 
-PLAIN = subclass_of(Manager, {})
-WRAPPED = subclass_of(Manager, {"run": pass_through(Manager.run)})
+class Hooked(Manager):
+    """The same class with its `run` wrapped on the class, once (its own copy, so that Manager's
+    instances are untouched)."""
+
+
+Hooked.run = pass_through(Manager.run)
+
+
+def switched_once() -> Manager:
+    manager = Manager()
+    manager.__class__ = type(Manager.__name__, (Manager,), {"__slots__": ()})
+    manager.__class__ = Manager
+    return manager
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3000)
-    parser.add_argument("--chunk", type=int, default=22, help="calls between two switches (a training round's steps)")
+    parser.add_argument("--chunk", type=int, default=20, help="calls per variant and round")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.chunk < 1:
         parser.error("--rounds and --chunk take a positive number")
-    manager = Manager()
+    instances = {"never_switched": Manager(), "switched_once": switched_once(), "class_wrapped": Hooked()}
 
-    def timed(cls: type) -> float:
-        """ns per call of `chunk` calls with the instance's class `cls` (switched back after)."""
-        manager.__class__ = cls
-        manager.run()
-        start = time.perf_counter_ns()
-        for _ in range(args.chunk):
+    def timed(manager: Manager) -> Callable[[], float]:
+        def run() -> float:
+            """ns per call of `chunk` calls."""
             manager.run()
-        ns = (time.perf_counter_ns() - start) / args.chunk
-        manager.__class__ = Manager
-        return ns
+            start = time.perf_counter_ns()
+            for _ in range(args.chunk):
+                manager.run()
+            return (time.perf_counter_ns() - start) / args.chunk
+        return run
 
-    for _ in range(200):
-        manager.run()
-    samples: dict[str, list[float]] = {"never_switched": [], "switched_plain_subclass": [], "switched_wrapped": []}
-    for _ in range(args.rounds):
-        samples["never_switched"].append(timed(Manager))
-        samples["switched_plain_subclass"].append(timed(PLAIN))
-        samples["switched_wrapped"].append(timed(WRAPPED))
-    medians = {k: round(statistics.median(v), 1) for k, v in samples.items()}
-    result = {"benchmark": "class_switch", "unit": "ns per call (median over rounds)", "python": platform.python_version(),
-              "rounds": args.rounds, "chunk": args.chunk, "ns_per_call": medians,
-              "wrapper_ns": round(medians["switched_wrapped"] - medians["switched_plain_subclass"], 1)}
+    runs = {name: timed(manager) for name, manager in instances.items()}
+    for run in runs.values():
+        for _ in range(50):
+            run()
+    samples = interleaved(runs, args.rounds, seconds=float("inf"))
+    figures = summary(samples, {f"{name}_vs_never_switched": (name, "never_switched")
+                                for name in ("switched_once", "class_wrapped")})
+    for ratio in figures["ratios"].values():
+        del ratio["per_round"]
+    result = {"benchmark": "class_switch", "unit": "ns per call", "python": platform.python_version(),
+              "rounds": args.rounds, "chunk": args.chunk, "ns_per_call": figures}
     emit(result, args.out)
     return 0
 

@@ -12,71 +12,12 @@ usage: python benchmarks/observe_overhead.py [--calls N] [--rounds R] [--seconds
 from __future__ import annotations
 
 import argparse
-import contextlib
 import platform
 import sys
-import time
 from typing import Callable
 
 import torch
 from _stats import emit, interleaved, medians, paired, warmed_us
-
-
-# What Python costs inside a compiled call: plain wrappers on the three manager methods a
-# replay-loop call goes through, then with no-op calls or clock readings inside them. As the
-# observer does, the probes switch the manager's class to a subclass (made once per probe) and
-# back, rather than assign to torch's class at every round: from Python 3.13 that would use up
-# the class's version tags within some fifty rounds and slow every variant after them.
-PROBED_METHODS = ("clear_current_path_state_and_set_to_none", "execute_node")  # and _run (run_method)
-PROBES = {"probe_3_wrappers": (0, False), "probe_3_wrappers_6_noop_calls": (2, False),
-          "probe_3_wrappers_3_clock_reads": (0, True)}
-_PROBE_CLASSES: dict[tuple[int, bool], type] = {}
-
-
-def _noop() -> None:
-    pass
-
-
-def probe_class(noop_calls: int, clock: bool) -> type:
-    """torch's manager class with the three methods wrapped plainly (made once per probe)."""
-    made = _PROBE_CLASSES.get((noop_calls, clock))
-    if made is not None:
-        return made
-    from cgviz.observe import _hooks
-    from cgviz.observe import _torch_layout as layout
-
-    manager = layout.manager_class()
-
-    def wrap(original):
-        def method(self, *args, **kwargs):
-            if clock:
-                time.perf_counter()
-            for _ in range(noop_calls):
-                _noop()
-            return original(self, *args, **kwargs)
-        return method
-
-    names = (layout.run_method(manager), *PROBED_METHODS)
-    made = _hooks.subclass_of(manager, {n: wrap(getattr(manager, n)) for n in names})
-    _PROBE_CLASSES[(noop_calls, clock)] = made
-    return made
-
-
-@contextlib.contextmanager
-def probe_wrappers(noop_calls: int, clock: bool):
-    from cgviz.observe import _torch_layout as layout
-
-    managers = layout.live_managers()
-    if not managers:
-        raise RuntimeError("no tree manager to probe: run the compiled model first")
-    kinds = [type(m) for m in managers]
-    for m in managers:
-        m.__class__ = probe_class(noop_calls, clock)
-    try:
-        yield
-    finally:
-        for m, kind in zip(managers, kinds):
-            m.__class__ = kind
 
 
 def variants(call, calls: int, start_observing, stop_observing) -> tuple[dict[str, Callable[[], float]], list]:
@@ -95,14 +36,7 @@ def variants(call, calls: int, start_observing, stop_observing) -> tuple[dict[st
             stop_observing(observer)
             observers.append(observer)
 
-    def probed(noop_calls: int, clock: bool) -> Callable[[], float]:
-        def run() -> float:
-            with probe_wrappers(noop_calls, clock):
-                return chunk()
-        return run
-
     runs = {"without_observer": chunk, "observer_events": observed}
-    runs |= {name: probed(*probe) for name, probe in PROBES.items()}
     return runs, observers
 
 
@@ -146,7 +80,6 @@ def main(argv=None) -> int:
         "rounds": len(base),
         **medians(samples),
         "observer_events_vs_without": paired(samples["observer_events"], base),
-        "probes_extra_us": {name: paired(samples[name], base, lambda a, b: a - b) for name in PROBES},
         "goal": "observer_events_vs_without <= 1.10",
         "steps_in_last_observed_chunk": kinds,
     }

@@ -4,11 +4,13 @@
    torch's own trees (`torch.compile(backend="cudagraphs")`); and `cgviz.Tree("cuda")` at trace
    None, "events" and "full".
 2. Training steps (forward, backward, SGD step) of `torch.compile(mode="reduce-overhead")`, ms per
-   step, with no observer, with only the observer's wrappers around torch's methods installed,
-   under `cgviz.observe_torch` at "events" and "full", and at "events" with the observer's
-   replay-loop methods doing nothing (its presence without its work); steady state
-   only (the steps are timed after every graph is recorded, and after two steps in each
-   observation, which take its first snapshots).
+   step, with no observer, under `cgviz.observe_torch` at "events" and "full", and at "events"
+   with the observer's replay-loop methods doing nothing (its presence without its work); steady
+   state only (the steps are timed after every graph is recorded, and after two steps in each
+   observation, which take its first snapshots). The observer's hooks on torch's classes go in
+   at a first observation before any round and stay, passing calls straight on while nothing
+   observes (as in any process that has observed once): "no observer" has them. How many calls
+   per step pass through them is counted once, after the rounds.
 
 The variants run interleaved in each of R rounds in one process, so drift hits them alike, in an
 order that turns by one each round. Training rounds are short (a chunk of steps per variant) and
@@ -20,7 +22,7 @@ how sure the ratio is. Training stops starting rounds after --seconds. Prints on
 `--out PATH` also writes it.
 
 usage: python benchmarks/resnet_levels.py [--calls N] [--rounds R] [--chunk N] [--train-rounds R]
-       [--seconds S] [--parts inference,training] [--observed hooks_only,events,full,events_no_work]
+       [--seconds S] [--parts inference,training] [--observed events,full,events_no_work]
        [--out PATH]
 """
 
@@ -53,9 +55,9 @@ def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Cal
     return out
 
 
-def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None]]:
+def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None], Callable[[int], None]]:
     """Each variant times `chunk` training steps (ms per step); the second value runs the warmups
-    and records."""
+    and records, the third takes n steps."""
     import torchvision
 
     import cgviz
@@ -73,17 +75,6 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-
-    @contextlib.contextmanager
-    def hooks_only():
-        """The observer's wrappers around torch's methods, with no observer: what they cost alone."""
-        from cgviz.observe import _hooks
-
-        _hooks.install()
-        try:
-            yield
-        finally:
-            _hooks.uninstall()
 
     @contextlib.contextmanager
     def events_no_work():
@@ -108,10 +99,15 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
                 return timed_us(lambda: train(chunk), 1) / chunk / 1000
         return run
 
-    variants = {"no_observer": timed(contextlib.nullcontext), "hooks_only": timed(hooks_only),
+    def warm() -> None:
+        with cgviz.observe_torch(trace="events"):  # the hooks go in (once per process)
+            pass
+        train(6)
+
+    variants = {"no_observer": timed(contextlib.nullcontext),
                 "events": timed(partial(cgviz.observe_torch, trace="events")),
                 "full": timed(partial(cgviz.observe_torch, trace="full")), "events_no_work": timed(events_no_work)}
-    return variants, lambda: train(6)
+    return variants, warm, train
 
 
 def inference(args: argparse.Namespace, result: dict) -> None:
@@ -132,20 +128,48 @@ def inference(args: argparse.Namespace, result: dict) -> None:
     result["inference_calls_per_round"] = args.calls
 
 
-OBSERVED = ("hooks_only", "events", "full", "events_no_work")
+OBSERVED = ("events", "full", "events_no_work")
+
+
+def hooked_calls_per_step(train: Callable[[int], None], steps: int = 20) -> dict[str, float]:
+    """Calls per training step through each of the observer's hooks on torch's manager while
+    nothing observes (each hook counted for `steps` steps: torch's class assigned to twice per
+    hook, after the timed rounds)."""
+    from cgviz.observe import _hooks
+    from cgviz.observe import _torch_layout as layout
+
+    cls = layout.manager_class()
+    hooks = {name: vars(cls)[name] for _, name, _ in _hooks.manager_hooks(cls)}
+    counts = dict.fromkeys(hooks, 0)
+
+    def counting(name: str, hook: Callable) -> Callable:
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return hook(*args, **kwargs)
+        return call
+
+    for name, hook in hooks.items():
+        setattr(cls, name, counting(name, hook))
+    try:
+        train(steps)
+    finally:
+        for name, hook in hooks.items():
+            setattr(cls, name, hook)
+    return {name: count / steps for name, count in counts.items() if count}
 
 
 def training(args: argparse.Namespace, result: dict) -> None:
-    trains, warm = training_variants(args.chunk)
+    trains, warm, train = training_variants(args.chunk)
     trains = {name: run for name, run in trains.items() if name == "no_observer" or name in args.observed}
     warm()
     samples = interleaved(trains, args.train_rounds, args.seconds)
     ratios = {f"{name}_vs_no_observer": (name, "no_observer") for name in OBSERVED if name in trains}
-    ratios |= {f"events_vs_{name}": ("events", name) for name in ("hooks_only", "events_no_work")
-               if "events" in trains and name in trains}
+    if "events" in trains and "events_no_work" in trains:
+        ratios["events_vs_events_no_work"] = ("events", "events_no_work")
     result["training_ms_per_step"] = summary(samples, ratios)
     result["training_steps_per_round"] = args.chunk
     result["training_rounds"] = len(samples["no_observer"])
+    result["training_hooked_calls_per_step"] = hooked_calls_per_step(train)
 
 
 def main(argv: list[str]) -> int:
@@ -156,7 +180,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--train-rounds", type=int, default=150)
     parser.add_argument("--seconds", type=float, default=240, help="no training round starts after this")
     parser.add_argument("--parts", default="inference,training")
-    parser.add_argument("--observed", default="hooks_only,events,full",
+    parser.add_argument("--observed", default="events,full",
                         help="training variants beside no observer (fewer: more rounds in --seconds)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)

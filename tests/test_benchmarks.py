@@ -146,6 +146,7 @@ def test_class_switch_runs_from_anywhere_and_refuses_an_empty_run(tmp_path):
     result = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == result
     assert (result["benchmark"], result["rounds"], result["chunk"]) == ("class_switch", 3, 5)
-    assert set(result["ns_per_call"]) == {"never_switched", "switched_plain_subclass", "switched_wrapped"}
+    assert set(result["ns_per_call"]["median"]) == {"never_switched", "switched_once", "class_wrapped"}
+    assert set(result["ns_per_call"]["ratios"]) == {"switched_once_vs_never_switched", "class_wrapped_vs_never_switched"}
     refused = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "--rounds and --chunk take a positive number" in refused.stderr

@@ -76,28 +76,3 @@ def test_the_2_14_keyword_arguments_are_among_those_checked():
         params = load_surface(release).signature(layout.MANAGER_CLASS, name).parameters
         has = {"clone_live_user_visible_outputs", "dealloc_current_path_weakrefs"} <= set(params)
         assert has is (compare_release(release, "2.14") >= 0), release
-
-
-@pytest.mark.parametrize("release", RELEASES)
-def test_the_container_hook_passes_torchs_arguments_through_and_watches_the_manager(release, monkeypatch):
-    """TreeManagerContainer.get_tree_manager (2.15 adds initial_mempool_allocation_gb): called as
-    torch calls it, the original gets the same arguments; observed, the manager it returns is
-    watched; not observed, it is handed back untouched."""
-    signature = load_surface(release).signature(layout.CONTAINER_CLASS, layout.CONTAINER_MAKER)
-    watched = []
-    monkeypatch.setattr(_hooks, "watch_manager", watched.append)
-    manager = Manager()
-    original = strict_original(signature, result=manager, name=layout.CONTAINER_MAKER)
-    wrapper = _hooks.wrap_make_manager(original)
-    args, kwargs = call_like(signature, object())
-    for active in ([], [Observer()]):
-        _hooks.ACTIVE[:] = active
-        try:
-            assert wrapper(*args, **kwargs) is manager
-        finally:
-            _hooks.ACTIVE.clear()
-    assert watched == [manager]
-    assert len(original.calls) == 2
-    expected = signature.bind(*args, **kwargs).arguments
-    for call in original.calls:
-        assert call.arguments == expected, f"get_tree_manager of torch {release} got other arguments"

@@ -527,8 +527,6 @@ def declared() -> list[tuple[str, ...]]:
     entries += [
         (f"{RECORDED_MODULES[m]}.{layout.SKIP_LOGGER}",) for m in layout.SKIP_LOGGER_MODULES if m in RECORDED_MODULES
     ]
-    local, _, get_obj = layout.CONTAINERS
-    entries += [(f"cudagraph_trees.{local}",), (f"cudagraph_trees.{get_obj}",)]
     entries += [alternatives(e) for e in CONFIG_OPTIONS]
     return list(dict.fromkeys(entries))
 

@@ -4,18 +4,20 @@ Each wrapper does exactly what torch's method does, passing every argument throu
 (releases add keyword arguments: 2.14's clear_current_path_state_and_set_to_none), reads torch
 through `_torch_layout` and tells the active observers through one public event method.
 
-torch's classes are changed at most once per process. From Python 3.13 a class whose attributes
-are assigned about a thousand times loses its attribute cache for good (CPython's
-MAX_VERSIONS_PER_CLASS); wrapping torch's manager and putting it back at every observation did
-that in some 60 observations, slowing torch's own code with no observer left. So:
-- a manager is observed by switching its `__class__` to an observed subclass (made once per
-  manager class, its methods the wrappers) and back when the last observation stops: the
-  managers alive when observing starts, and each one torch makes meanwhile;
-- the compile-time hooks (dynamo's frame converter and graph-break log, inductor's scheduler and
-  compiled graph, the container that makes a manager) go in at the first observation and stay,
-  each passing the call straight on while nothing is observed;
-- module functions, eager graphs' callables and log handlers (no class changed) are put back
-  when the last observation stops, by identity.
+torch's classes are changed once per process, at the first observation: the tree manager's
+methods and the compile-time hooks (dynamo's frame converter and graph-break log, inductor's
+scheduler and compiled graph) go in then and stay, each passing the call straight on while
+nothing is observed. Neither way of putting them in and taking them out again leaves torch as
+fast as this:
+- assigning to a class about a thousand times makes it lose its attribute cache for good from
+  Python 3.13 (CPython's MAX_VERSIONS_PER_CLASS): wrapping the manager's class and putting it
+  back at every observation did that in some 60 observations;
+- switching a manager's `__class__` to a subclass makes CPython (3.11 – 3.13) move the
+  instance's attributes out of its inline values into a dict, for good: every attribute read in
+  torch's manager code then took about three times as long, observed or not
+  (`benchmarks/class_switch.py`).
+Module functions, eager graphs' callables and log handlers are put back when the last
+observation stops, by identity.
 """
 
 from __future__ import annotations
@@ -39,11 +41,7 @@ ACTIVE: list["TorchObserver"] = []
 # Put back when the last observation stops: (owner, name, what the owner itself held).
 _ORIGINALS: list[tuple[Any, str, Any]] = []
 # Kept for the process once installed (see the module's docstring).
-_COMPILE_HOOKS: list[tuple[Any, str, Any]] = []
-# A manager class -> (its observed subclass, [(name, torch's method it wraps)], the roles wrapped).
-_OBSERVED: dict[type, tuple[type, list[tuple[str, Any]], frozenset]] = {}
-_SUBCLASSES: set[type] = set()
-_WATCHED: list[weakref.ref] = []  # the managers switched to an observed subclass now
+_CLASS_HOOKS: list[tuple[Any, str, Any]] = []
 # Compiled graphs whose CUDA graphs torch skipped while observed: (the graph, or a weak
 # reference to it; its own current_callable; the wrapper that sees its calls), put back at uninstall.
 _EAGER_GRAPHS: list[tuple[Callable[[], Any], Any, Any]] = []
@@ -56,11 +54,29 @@ def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:
     return args[index] if len(args) > index else kwargs.get(name)
 
 
+def manager_hooks(cls: Any) -> list[tuple[str, str, Callable[[Callable], Callable]]]:
+    """(role, method name, wrapper maker) for each of the manager's methods this torch has:
+    _run where torch has it (run() is bound into each compiled function when torch first calls
+    it, so a model compiled before observing began would bypass a wrapped run()), then
+    HOOKED_METHODS."""
+    hooks = [("run", layout.run_method(cls), wrap_run, "")] + [
+        (role, name, WRAPPERS[role], f"{layout.MANAGER_CLASS}.{name}") for role, name in layout.HOOKED_METHODS.items()]
+    found = []
+    for role, name, make, since in hooks:
+        if getattr(cls, name, None) is None:
+            if not (since and not layout.has_since(since)):  # not a name this release lacks by design
+                read(cls, name)  # says once that this torch lacks it
+            continue
+        found.append((role, name, make))
+    return found
+
+
 def hooked_roles() -> frozenset:
     """The roles (HOOKED_METHODS keys, "run", "post_compile") wrapped on this torch."""
-    made = _OBSERVED.get(layout.manager_class())
-    roles = set(made[2]) if made else set()
-    if any(name == layout.COMPILED_GRAPH_MEMBERS[0] for _, name, _ in _COMPILE_HOOKS):
+    hooked = {(owner, name) for owner, name, _ in _CLASS_HOOKS}
+    cls = layout.manager_class()
+    roles = {role for role, name, _ in manager_hooks(cls) if (cls, name) in hooked}
+    if any(name == layout.COMPILED_GRAPH_MEMBERS[0] for _, name in hooked):
         roles.add("post_compile")
     return frozenset(roles)
 
@@ -82,58 +98,6 @@ def _put_back(entries: list) -> None:
             delattr(owner, name)
         else:
             setattr(owner, name, original)
-
-
-def subclass_of(cls: type, methods: dict[str, Callable]) -> type:
-    """`cls` with `methods` in place of its own, under its names and with no new instance layout:
-    an instance's __class__ can be switched to it and back."""
-    return type(cls.__name__, (cls,), {
-        "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
-        **methods})
-
-
-def observed_class(cls: type) -> type:
-    """The subclass a manager of class `cls` is switched to while observed: torch's methods
-    wrapped. Made once, and again only where `cls`'s methods were replaced since."""
-    made = _OBSERVED.get(cls)
-    if made is not None and all(getattr(cls, name, None) is original for name, original in made[1]):
-        return made[0]
-    methods: dict[str, Callable] = {}
-    wrapped, roles = [], set()
-    # _run, where torch has it: run() is bound into each compiled function when torch first
-    # calls it, so a model compiled before observing began would bypass a wrapped run().
-    hooks = [("run", layout.run_method(cls), wrap_run, "")] + [
-        (role, name, WRAPPERS[role], f"{layout.MANAGER_CLASS}.{name}") for role, name in layout.HOOKED_METHODS.items()]
-    for role, name, make, since in hooks:
-        original = getattr(cls, name, None)
-        if original is None:
-            if not (since and not layout.has_since(since)):  # not a name this release lacks by design
-                read(cls, name)  # says once that this torch lacks it
-            continue
-        methods[name] = make(original)
-        wrapped.append((name, original))
-        roles.add(role)
-    subclass = subclass_of(cls, methods)
-    _OBSERVED[cls] = (subclass, wrapped, frozenset(roles))
-    _SUBCLASSES.add(subclass)
-    return subclass
-
-
-def watch_manager(manager: Any) -> None:
-    """Observe a tree manager: its class becomes the observed subclass until the last
-    observation stops (torch's class is not touched)."""
-    cls = type(manager)
-    if cls in _SUBCLASSES:
-        return
-    manager.__class__ = observed_class(cls)
-    _WATCHED.append(weakref.ref(manager))
-
-
-def _unwatch_managers() -> None:
-    while _WATCHED:
-        manager = _WATCHED.pop()()
-        if manager is not None and type(manager) in _SUBCLASSES:
-            manager.__class__ = type(manager).__mro__[1]
 
 
 # -- the wrappers ---------------------------------------------------------------------------------
@@ -340,17 +304,6 @@ def wrap_managed_input_limit(original: Callable) -> Callable:
     return update_managed_input_rerecord
 
 
-def wrap_make_manager(original: Callable) -> Callable:
-    """A device's container returns its manager, making it first where it has none: one made
-    or reached while observed is watched from then on."""
-    def get_tree_manager(self, *args, **kwargs):
-        manager = original(self, *args, **kwargs)
-        if ACTIVE and manager is not None:  # watch_manager skips one already watched
-            watch_manager(manager)
-        return manager
-    return get_tree_manager
-
-
 def wrap_skip_logger(original: Callable) -> Callable:
     def log_skip(msg, *args, **kwargs):
         for obs in ACTIVE:
@@ -436,10 +389,10 @@ class _DynamicShapeLimit(logging.Handler):
 
 
 def install() -> None:
-    """Start observing for the observers in ACTIVE: the compile-time hooks (once per process),
-    the skip logger, every manager torch holds; on a failure, nothing stays observed."""
+    """Start observing for the observers in ACTIVE: the hooks on torch's classes (once per
+    process), the skip logger; on a failure, nothing stays observed."""
     try:
-        _install_compile_hooks()
+        _install_class_hooks()
         for module_name in layout.SKIP_LOGGER_MODULES:
             module = sys.modules.get(module_name)
             if module is not None and hasattr(module, layout.SKIP_LOGGER):
@@ -448,19 +401,17 @@ def install() -> None:
             logger, handler = logging.getLogger(layout.TREES_LOGGER), _DynamicShapeLimit(logging.WARNING)
             logger.addHandler(handler)
             _LOG_HANDLERS.append((logger, handler))
-        observed_class(layout.manager_class())  # its roles are known before torch makes a manager
-        for manager in layout.live_managers():
-            watch_manager(manager)
     except BaseException:
         uninstall()
         raise
 
 
-def _install_compile_hooks() -> None:
-    """The hooks on torch's classes that only compiling reaches: each class is changed once per
-    process (see the module's docstring), the first time an observation finds it unhooked;
-    all or none."""
-    targets = [(layout.container_class(), layout.CONTAINER_MAKER, wrap_make_manager)]
+def _install_class_hooks() -> None:
+    """The hooks on torch's classes: each method is wrapped once per process (see the module's
+    docstring), the first time an observation finds it unwrapped (again where it was replaced
+    since); all or none."""
+    manager = layout.manager_class()
+    targets = [(manager, name, make) for _, name, make in manager_hooks(manager)]
     converter = layout.convert_frame_class()
     if converter is not None and layout.CONVERT_FRAME[2] in vars(converter):
         targets.append((converter, layout.CONVERT_FRAME[2], wrap_convert_frame))
@@ -481,7 +432,7 @@ def _install_compile_hooks() -> None:
     except BaseException:
         _put_back(done)
         raise
-    _COMPILE_HOOKS.extend(done)
+    _CLASS_HOOKS.extend(done)
 
 
 def _watch_eager_graph(graph: Any, label: str, reason: str) -> None:
@@ -510,9 +461,8 @@ def _watch_eager_graph(graph: Any, label: str, reason: str) -> None:
 
 
 def uninstall() -> None:
-    """Stop observing: every manager back to torch's class, every module function, eager graph
-    callable and log handler put back (the compile-time hooks stay, passing calls straight on)."""
-    _unwatch_managers()
+    """Stop observing: every module function, eager graph callable and log handler put back (the
+    hooks on torch's classes stay, passing calls straight on)."""
     _put_back(_ORIGINALS)
     attribute = layout.COMPILED_GRAPH_MEMBERS[1]
     while _EAGER_GRAPHS:

@@ -236,7 +236,7 @@ def fourth_fn(x):
 
 def surface() -> dict:
     """Everything observe_torch may replace, by (owner, name): the class dicts of torch's tree
-    manager (never changed) and compiled graph (hooked once, at the first observation),
+    manager and compiled graph (hooked once, at the first observation),
     torch.cuda.CUDAGraph, and the skip logger in every torch._inductor module that has one."""
     import torch._inductor.compile_fx  # noqa: F401
     from torch._inductor import cudagraph_trees, output_code
@@ -269,13 +269,14 @@ def changed(before: dict, after: dict) -> list:
     return out
 
 
-def observed_managers() -> list:
-    """The managers torch holds whose class is the observer's subclass now."""
-    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
+def managers_of_another_class() -> list:
+    """The managers torch holds whose class is not torch's own (observing never switches it)."""
+    from torch._inductor import cudagraph_trees as trees
 
-    from cgviz.observe import _torch_layout as layout
-
-    return [m for m in layout.live_managers() if type(m) is not CUDAGraphTreeManager]
+    table = trees.get_obj(trees.local, "tree_manager_containers")
+    held = [container.tree_manager for container in table.values() if container.tree_manager is not None]
+    assert held, "torch holds no tree manager"
+    return [m for m in held if type(m) is not trees.CUDAGraphTreeManager]
 
 
 def exercise():
@@ -317,10 +318,10 @@ def test_normal_exit_restores_torch(level, kernels):
     with cgviz.observe_torch(trace=level, kernels=kernels) as trace:
         exercise()
         call3(held, torch.randn(8, device=DEV))
-        assert observed_managers(), "observe_torch observed no manager"
+        assert not managers_of_another_class()
         assert not [key for key in changed(before, surface()) if key[1] != SKIP_LOGGER], "a class of torch's changed"
     after = surface()
-    assert not observed_managers()
+    assert not managers_of_another_class()
     assert changed(before, after) == []
     assert any(s.kind == "record" for s in trace.steps)
     torch._dynamo.reset()
@@ -362,17 +363,15 @@ def test_nested_observations():
             with cgviz.observe_torch(trace="events") as inner:
                 call3(fns["second_fn"], x)
             # the inner exit leaves the outer's observing in place
-            assert observed_managers()
             call3(fns["third_fn"], x)
             with pytest.raises(ValueError):
                 with cgviz.observe_torch(trace="events", kernels=True) as failing:
                     call3(fns["fourth_fn"], x)
                     raise ValueError("the user's error")
-            assert observed_managers()
             torch.compiler.cudagraph_mark_step_begin()
             call3(fns["third_fn"], x)  # replays after the failing inner exit: still seen
         # the outer exit restores torch's own
-        assert changed(before, surface()) == [] and not observed_managers()
+        assert changed(before, surface()) == [] and not managers_of_another_class()
 
     def recorded(trace, name):
         return any(name in (s.function or "") for s in trace.steps if s.kind == "record")

@@ -50,12 +50,6 @@ HOOKED_METHODS = {
     # torch 2.15+: inputs that are outputs of the path and keep moving are copied, or the edge skipped
     "managed_input_limit": "_update_cudagraph_managed_input_rerecord",
 }
-# Where torch keeps its managers: one container per device (CONTAINER_CLASS) in the module's
-# thread-local `local`, read through its get_obj (which also finds the copy autograd's threads
-# share). A container makes its manager in get_tree_manager, the one place a manager is made.
-CONTAINER_CLASS = "TreeManagerContainer"
-CONTAINER_MAKER = "get_tree_manager"
-CONTAINERS = ("local", "tree_manager_containers", "get_obj")
 # Members of the module's classes that are read or called (instance attributes included).
 CLASS_MEMBERS: dict[str, tuple] = {
     MANAGER_CLASS: (
@@ -79,7 +73,6 @@ CLASS_MEMBERS: dict[str, tuple] = {
                         "cudagraph_managed_input_rerecord_action"),
     "MarkStepBox": ("mark_step_counter",),
     "GenerationTracker": ("generation",),
-    CONTAINER_CLASS: (CONTAINER_MAKER, "tree_manager"),
 }
 WARMUP_NODE_CLASS = "CUDAWarmupNode"
 # The config options cgviz reads or names in its reasons (torch._inductor.config).
@@ -218,8 +211,8 @@ from cgviz.observe._torch_layout.compiling import (
     partition_cuts, rerecord_limit, scheduler_class, silent_skip, skip_count,
 )
 from cgviz.observe._torch_layout.manager import (
-    FoundDead, added_function_id, already_warm, cloned_outputs, compile_id, container_class, current_node, demoted_inputs, eager_cause,
-    function_label, generation_check, is_kernel_free, is_warmup, live_managers, live_outputs, managed_input_limit_reached,
+    FoundDead, added_function_id, already_warm, cloned_outputs, compile_id, current_node, demoted_inputs, eager_cause,
+    function_label, generation_check, is_kernel_free, is_warmup, live_outputs, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
     node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
     recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tracked_outputs,

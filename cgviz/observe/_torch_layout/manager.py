@@ -11,7 +11,7 @@ import torch
 
 from cgviz.observe import frames
 from cgviz.observe._torch_layout import (
-    CONTAINER_CLASS, CONTAINERS, CPP_HELD_CACHED_OUTPUT_LIVE, EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS,
+    CPP_HELD_CACHED_OUTPUT_LIVE, EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS,
     MANAGER_INIT, NODE_RECORD, RUN_METHODS, STORAGE_USE_COUNT, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
 )
 from cgviz.observe.lookups import read
@@ -23,28 +23,6 @@ def manager_class() -> Any:
     from torch._inductor import cudagraph_trees
 
     return getattr(cudagraph_trees, MANAGER_CLASS)
-
-
-def container_class() -> Any:
-    """torch's TreeManagerContainer class (one per device; it makes the device's manager)."""
-    from torch._inductor import cudagraph_trees
-
-    return getattr(cudagraph_trees, CONTAINER_CLASS)
-
-
-def live_managers() -> list:
-    """The tree managers torch holds now, one per device that has one: this thread's containers,
-    which autograd's threads share."""
-    from torch._inductor import cudagraph_trees
-
-    local, attribute, get_obj = CONTAINERS
-    getter, holder = read(cudagraph_trees, get_obj), read(cudagraph_trees, local)
-    try:
-        containers = getter(holder, attribute) if getter is not None and holder is not None else None
-    except Exception:  # a layout cgviz does not know: the managers torch makes from now on are still seen
-        containers = None
-    found = [read(container, "tree_manager") for container in list((containers or {}).values())]
-    return [manager for manager in found if manager is not None]
 
 
 def run_method(manager_cls: Any) -> str:
