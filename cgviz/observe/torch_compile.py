@@ -2,11 +2,11 @@
 
 While an observer is active, the methods of torch's tree managers
 (`torch._inductor.cudagraph_trees.CUDAGraphTreeManager`) that warm up, record, replay, end
-paths, start generations and restore allocator checkpoints are wrapped (`_hooks.py`, through an
-observed subclass each manager is switched to): each call still does exactly what torch does,
-and also becomes a Step (`observer.py`). torch's skip messages ("skipping cudagraphs due to
-...") are joined to the calls they affect. The managers are switched back when the last observer
-stops, also on an exception. Nothing here creates a manager
+paths, start generations and restore allocator checkpoints tell it of each call (`_hooks.py`:
+wrapped on torch's class at the first observation of the process, they pass each call straight
+on while nothing observes): each call still does exactly what torch does, and also becomes a
+Step (`observer.py`). torch's skip messages ("skipping cudagraphs due to ...") are joined to the
+calls they affect. Nothing here creates a manager
 or synchronises the device, except the pool snapshot at trace level "full"; nothing of torch's
 is held strongly, so a reset inside an observation frees torch's pool as without one.
 """
@@ -41,7 +41,8 @@ def start_observing(trace: str = "full", kernels: Optional[bool] = None) -> Torc
 
 
 def stop_observing(observer: TorchObserver) -> Trace:
-    """Stop one observer; the managers are given back their class when none is left."""
+    """Stop one observer; what observing put in place for this observation alone (the skip
+    logger, eager graphs' callables) is put back when none is left."""
     return leave(observer, _hooks.ACTIVE, _hooks.uninstall)
 
 
