@@ -176,3 +176,18 @@ def test_a_method_replaced_since_is_wrapped_again(monkeypatch):
     again = vars(base)[name]
     assert again is not patched and is_wrapper(again)
     assert again(fake_manager(), None) == "patched"  # nothing observed now: passed straight on
+
+
+def test_a_hooked_method_answers_introspection_as_torchs_own(unhooked):
+    """torch's class keeps the hooks for the process: code that reads a method's signature or
+    name (torch's own tests do) sees torch's."""
+    import inspect
+
+    originals = {name: getattr(unhooked, name) for _, name, _ in _hooks.manager_hooks(unhooked)}
+    tc.stop_observing(tc.start_observing("events"))
+    for name, original in originals.items():
+        hooked = getattr(unhooked, name)
+        assert hooked is not original and is_wrapper(hooked)
+        assert inspect.signature(hooked) == inspect.signature(original), name
+        assert (hooked.__name__, hooked.__qualname__, hooked.__doc__) == (
+            original.__name__, original.__qualname__, original.__doc__)

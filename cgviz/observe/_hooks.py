@@ -23,6 +23,7 @@ observation stops, by identity.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -82,12 +83,17 @@ def hooked_roles() -> frozenset:
 
 
 def _hook(owner: Any, name: str, make: Callable[[Callable], Callable], into: list) -> None:
+    """Wrap `owner.name`. The wrapper answers introspection as torch's function does (name,
+    qualified name, doc, and its signature through __wrapped__), but keeps this module's name:
+    that is how a hook already in place is told apart."""
     original = getattr(owner, name, None)
     if original is None:
         read(owner, name)  # says once that this torch lacks it
         return
     into.append((owner, name, vars(owner).get(name, _ABSENT)))
-    setattr(owner, name, make(original))
+    wrapper = functools.update_wrapper(make(original), original, assigned=("__name__", "__qualname__", "__doc__"),
+                                       updated=())
+    setattr(owner, name, wrapper)
 
 
 def _put_back(entries: list) -> None:
