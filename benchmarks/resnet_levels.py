@@ -33,7 +33,7 @@ import contextlib
 import platform
 import sys
 from functools import partial
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from _stats import copy_and_replay, emit, interleaved, per_call_us, rotated, summary, timed_us
@@ -55,9 +55,28 @@ def inference_variants(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Cal
     return out
 
 
-def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Callable[[], None], Callable[[int], None]]:
-    """Each variant times `chunk` training steps (ms per step); the second value runs the warmups
-    and records, the third takes n steps."""
+@contextlib.contextmanager
+def events_no_work():
+    """The observer at "events", its replay-loop methods doing nothing: a call still goes
+    through its wrappers and reaches it, and it notes nothing."""
+    from cgviz.observe.torch_compile import start_observing, stop_observing
+
+    observer = start_observing("events")
+    observer.watch_call = lambda run, manager, args, kwargs: run(manager, *args, **kwargs)
+    observer.replayed = observer.generation_began = observer.path_ended = lambda *args: None
+    try:
+        yield
+    finally:
+        stop_observing(observer)
+
+
+Watching = Callable[[], contextlib.AbstractContextManager]
+
+
+def training_variants(chunk: int, more: Optional[dict[str, Watching]] = None
+                      ) -> tuple[dict[str, Callable[[], float]], Callable[[], None], Callable[[int], None]]:
+    """Each variant times `chunk` training steps (ms per step) inside its context (`more` adds
+    variants); the second value runs the warmups and records, the third takes n steps."""
     import torchvision
 
     import cgviz
@@ -76,21 +95,7 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-    @contextlib.contextmanager
-    def events_no_work():
-        """The observer at "events", its replay-loop methods doing nothing: a call still goes
-        through its wrappers and reaches it, and it notes nothing."""
-        from cgviz.observe.torch_compile import start_observing, stop_observing
-
-        observer = start_observing("events")
-        observer.watch_call = lambda run, manager, args, kwargs: run(manager, *args, **kwargs)
-        observer.replayed = observer.generation_began = observer.path_ended = lambda *args: None
-        try:
-            yield
-        finally:
-            stop_observing(observer)
-
-    def timed(watching: Callable[[], contextlib.AbstractContextManager]) -> Callable[[], float]:
+    def timed(watching: Watching) -> Callable[[], float]:
         def run() -> float:
             """ms per step of `chunk` steps timed inside `watching()` (its start, end and first two
             steps aside); the caller holds the garbage collector off."""
@@ -107,6 +112,7 @@ def training_variants(chunk: int) -> tuple[dict[str, Callable[[], float]], Calla
     variants = {"no_observer": timed(contextlib.nullcontext),
                 "events": timed(partial(cgviz.observe_torch, trace="events")),
                 "full": timed(partial(cgviz.observe_torch, trace="full")), "events_no_work": timed(events_no_work)}
+    variants |= {name: timed(watching) for name, watching in (more or {}).items()}
     return variants, warm, train
 
 

@@ -150,3 +150,21 @@ def test_class_switch_runs_from_anywhere_and_refuses_an_empty_run(tmp_path):
     assert set(result["ns_per_call"]["ratios"]) == {"switched_once_vs_never_switched", "class_wrapped_vs_never_switched"}
     refused = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "--rounds and --chunk take a positive number" in refused.stderr
+
+
+def test_observer_parts_refuses_what_it_cannot_do(tmp_path):
+    """GPU-only: on this machine it must say why it cannot run, by name, and exit 2."""
+    script = str(ROOT / "benchmarks" / "observer_parts.py")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
+
+    bad = run("--chunk", "0")
+    assert bad.returncode == 2 and "--chunk and --rounds take a positive number" in bad.stderr
+    counting = run("--count-calls")
+    assert counting.returncode == 2
+    if sys.version_info < (3, 12):
+        assert "--count-calls needs Python 3.12 or later" in counting.stderr
+    no_gpu = run()
+    assert no_gpu.returncode == 2 and "needs a CUDA device" in no_gpu.stderr

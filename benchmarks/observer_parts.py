@@ -1,0 +1,166 @@
+"""Where the observer's cost on a training loop lies, on the GPU: the resnet18 training loop of
+`resnet_levels.py`, steady state, with parts of an observation at "events" in place one at a time.
+
+Variants, each timing a chunk of steps inside its context, interleaved in rounds as in
+`resnet_levels.py` (the hooks on torch's classes are in before the first round):
+- no_observer;
+- unreached: an observation started and stopped around the chunk, its observer taken out of the
+  active list at once, so nothing reaches it;
+- installed: what starting an observation puts in place (the skip logger), with no observer;
+- idle_observer: an active observer whose event methods do nothing and that lets `_run` pass
+  straight on;
+- events_no_work: the observer at "events" with its replay-loop methods doing nothing;
+- events: `cgviz.observe_torch(trace="events")`.
+
+With --count-calls, also the calls a step makes from Python (Python functions, and C functions
+called from Python), on every thread, counted with a profiler for ten steps of no_observer,
+events_no_work and events, and the functions whose counts differ (Python 3.12+). Prints one JSON
+object; `--out PATH` also writes it. Needs a CUDA device and torchvision.
+
+usage: python benchmarks/observer_parts.py [--chunk N] [--rounds R] [--seconds S] [--count-calls] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import platform
+import sys
+import threading
+from typing import Any, Callable, Iterator
+
+import torch
+from _stats import emit, interleaved, summary
+from resnet_levels import events_no_work, training_variants
+
+PARTS = ("unreached", "installed", "idle_observer", "events_no_work", "events")
+
+
+@contextlib.contextmanager
+def unreached() -> Iterator[None]:
+    from cgviz.observe import _hooks
+    from cgviz.observe.torch_compile import start_observing, stop_observing
+
+    observer = start_observing("events")
+    _hooks.ACTIVE.remove(observer)
+    try:
+        yield
+    finally:
+        _hooks.ACTIVE.append(observer)
+        stop_observing(observer)
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    from cgviz.observe import _hooks
+
+    _hooks.install()
+    try:
+        yield
+    finally:
+        _hooks.uninstall()
+
+
+class _Idle:
+    """An active observer that takes the replay loop's events and does nothing with them."""
+
+    depth = 1  # as if inside torch's run(): the _run hook passes the call straight on
+    level = "events"
+
+    def replayed(self, *args: Any) -> None:
+        pass
+
+    def generation_began(self, *args: Any) -> None:
+        pass
+
+    def path_ended(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def idle_observer() -> Iterator[None]:
+    from cgviz.observe import _hooks
+
+    _hooks.ACTIVE.append(_Idle())
+    try:
+        yield
+    finally:
+        _hooks.ACTIVE.pop()
+
+
+def count_calls(run: Callable[[], None]) -> collections.Counter:
+    """How often each function was called, on every thread, while `run()` ran: keys
+    (file or "C", first line, name). Needs Python 3.12 (threading.setprofile_all_threads)."""
+    counts: collections.Counter = collections.Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            counts[(code.co_filename, code.co_firstlineno, code.co_qualname)] += 1
+        elif event == "c_call":
+            counts[("C", 0, getattr(arg, "__qualname__", repr(arg)))] += 1
+
+    threading.setprofile_all_threads(profile)
+    try:
+        run()
+    finally:
+        threading.setprofile_all_threads(None)
+    return counts
+
+
+def calls_per_step(train: Callable[[int], None], watching: dict[str, Callable[[], Any]], steps: int = 10) -> dict:
+    """Each variant's calls per step, and the functions whose count differs from no_observer's."""
+    def counted(context: Callable[[], Any]) -> dict[tuple, float]:
+        with context():
+            train(2)
+            found = count_calls(lambda: (train(steps), torch.cuda.synchronize()))
+        return {key: n / steps for key, n in found.items()}
+
+    counts = {name: counted(context) for name, context in watching.items()}
+    base = counts["no_observer"]
+    out: dict[str, Any] = {"steps": steps, "per_step": {name: round(sum(c.values()), 1) for name, c in counts.items()}}
+    for name, found in counts.items():
+        if name != "no_observer":
+            diff = {key: found.get(key, 0) - base.get(key, 0) for key in found.keys() | base.keys()}
+            out[f"{name}_minus_no_observer"] = sorted(
+                ([f"{file}:{line} {fn}", round(d, 1)] for (file, line, fn), d in diff.items() if abs(d) >= 0.5),
+                key=lambda row: -abs(row[1]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunk", type=int, default=20, help="training steps per variant and round")
+    parser.add_argument("--rounds", type=int, default=2000, help="at most this many rounds")
+    parser.add_argument("--seconds", type=float, default=300, help="no round starts after this")
+    parser.add_argument("--count-calls", action="store_true", help="also count the calls a step makes (Python 3.12+)")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if args.chunk < 1 or args.rounds < 1:
+        parser.error("--chunk and --rounds take a positive number")
+    if args.count_calls and not hasattr(threading, "setprofile_all_threads"):
+        parser.error(f"--count-calls needs Python 3.12 or later (this is {platform.python_version()})")
+    if not torch.cuda.is_available():
+        print("benchmarks/observer_parts.py needs a CUDA device", file=sys.stderr)
+        return 2
+    import cgviz
+
+    more = {"unreached": unreached, "installed": installed, "idle_observer": idle_observer}
+    runs, warm, train = training_variants(args.chunk, more)
+    runs = {name: runs[name] for name in ("no_observer", *PARTS)}
+    warm()
+    samples = interleaved(runs, args.rounds, args.seconds)
+    figures = summary(samples, {f"{name}_vs_no_observer": (name, "no_observer") for name in PARTS})
+    result = {"benchmark": "observer_parts", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "python": platform.python_version(), "steps_per_round": args.chunk,
+              "rounds": len(samples["no_observer"]), "ms_per_step": figures}
+    if args.count_calls:
+        result["calls"] = calls_per_step(train, {"no_observer": contextlib.nullcontext, "events_no_work": events_no_work,
+                                                 "events": lambda: cgviz.observe_torch(trace="events")})
+    emit(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
