@@ -47,7 +47,7 @@ def scenario_traces() -> dict:
 @pytest.fixture
 def hold_manager():
     """hold_manager(manager): torch's device-0 container holds `manager`, as it holds the manager
-    it makes (the observer finds the managers torch holds). torch's container table is put back
+    it makes (a test can then let go of it as torch does). torch's container table is put back
     afterwards."""
     from torch._inductor import cudagraph_trees as trees
 

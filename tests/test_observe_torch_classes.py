@@ -73,7 +73,7 @@ def test_a_manager_keeps_torchs_class_and_its_attributes_their_place(container, 
     assert type(manager) is base and inline(manager, held)
 
 
-def test_the_hooks_stay_after_the_last_observation_and_pass_calls_straight_on(container):
+def test_the_hooks_stay_after_the_last_observation(container):
     base = layout.manager_class()
     tc.stop_observing(tc.start_observing("events"))
     assert not _hooks.ACTIVE
