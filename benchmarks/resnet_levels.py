@@ -7,7 +7,8 @@
    step, with no observer, under `cgviz.observe_torch` at "events" and "full", and at "events"
    with the observer's replay-loop methods doing nothing (its presence without its work); steady
    state only (the steps are timed after every graph is recorded, and after two steps in each
-   observation, which take its first snapshots). The observer's hooks on torch's classes go in
+   observation, which take its first snapshots; the replay-loop events an observer noted are made
+   into steps inside the timed chunk). The observer's hooks on torch's classes go in
    at a first observation before any round and stay, passing calls straight on while nothing
    observes (as in any process that has observed once): "no observer" has them. How many calls
    per step pass through them is counted once, after the rounds.
@@ -73,6 +74,15 @@ def events_no_work():
 Watching = Callable[[], contextlib.AbstractContextManager]
 
 
+def caught_up() -> None:
+    """The replay-loop events the active observers noted, made into steps now: a long run pays
+    this once per few thousand events, a chunk at its end, so that its time counts with the steps."""
+    from cgviz.observe import _hooks
+
+    for observer in _hooks.ACTIVE:
+        getattr(observer, "catch_up", lambda: None)()
+
+
 def training_variants(chunk: int, more: Optional[dict[str, Watching]] = None
                       ) -> tuple[dict[str, Callable[[], float]], Callable[[], None], Callable[[int], None]]:
     """Each variant times `chunk` training steps (ms per step) inside its context (`more` adds
@@ -98,10 +108,11 @@ def training_variants(chunk: int, more: Optional[dict[str, Watching]] = None
     def timed(watching: Watching) -> Callable[[], float]:
         def run() -> float:
             """ms per step of `chunk` steps timed inside `watching()` (its start, end and first two
-            steps aside); the caller holds the garbage collector off."""
+            steps aside), with the events noted meanwhile made into steps; the caller holds the
+            garbage collector off."""
             with watching():
                 train(2)
-                return timed_us(lambda: train(chunk), 1) / chunk / 1000
+                return timed_us(lambda: (train(chunk), caught_up()), 1) / chunk / 1000
         return run
 
     def warm() -> None:

@@ -118,3 +118,38 @@ def test_counting_whole_repetitions_in_bulk_folds_as_adding_each_does():
         bulk.flush()
         assert [(s.reason, s.repeat, s.span, s.duration) for s in bulk.steps] == \
                [(s.reason, s.repeat, s.span, s.duration) for s in one.steps]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_counting_whole_repetitions_by_key_folds_as_adding_each_does(seed):
+    """StepLog.count_key_repetitions (the observer's untimed replay-loop events) compares a
+    whole run at once: where the run breaks off, in a half block or in a block that differs
+    only at its end, it counts up to there and leaves the rest to add()."""
+    rng = random.Random(seed)
+    for _ in range(300):
+        seq = []
+        for _ in range(rng.randint(1, 6)):
+            pattern = [rng.choice("abc") for _ in range(rng.randint(1, 4))]
+            seq += pattern * rng.randint(1, 40) + pattern[:rng.randint(0, len(pattern))] + \
+                [rng.choice("abcd") for _ in range(rng.randint(0, 2))]
+        one, bulk = StepLog([]), StepLog([])
+        keys = [(ch,) for ch in seq]
+
+        def make(ch):
+            return lambda: Step(index=0, kind="execute", reason=ch, generation=1)
+
+        for key, ch in zip(keys, seq):
+            one.add(key, make(ch), 0.0)
+        start = 0
+        while start < len(keys):  # in batches of random sizes, as catch-ups come
+            end = start + rng.randint(1, 60)
+            i = start
+            while i < min(end, len(keys)):
+                i = bulk.count_key_repetitions(keys[:end], i)
+                if i < min(end, len(keys)):
+                    bulk.add(keys[i], make(seq[i]), 0.0)
+                    i += 1
+            start = i
+        one.flush()
+        bulk.flush()
+        assert [(s.reason, s.repeat, s.span) for s in bulk.steps] == [(s.reason, s.repeat, s.span) for s in one.steps]

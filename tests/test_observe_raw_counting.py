@@ -1,5 +1,5 @@
 """The observer's replay-loop events (trace level "events") are made into steps in bulk: whole
-repetitions of the block before them are counted at once (StepLog.count_repetitions). What that
+repetitions of the block before them are counted at once (StepLog.count_key_repetitions). What that
 stores must be what making each event into a step one at a time stores: the steps, and what the
 observer keeps besides (replay counts, the generation, decisions, invalidated outputs), for random
 loops that break off, record, free paths, change device, and interleave graphs outside the trees,
@@ -89,7 +89,7 @@ def test_counting_in_bulk_stores_what_one_at_a_time_stores(monkeypatch, seed, ba
     monkeypatch.setattr(raw_events, "RAW_BATCH", batch)
     monkeypatch.setattr(observer_module, "device_described", lambda index: f"cuda:{index} (a GPU)")
     in_bulk = kept(*drive(seed))
-    monkeypatch.setattr(StepLog, "count_repetitions", lambda self, notes, i: i)  # each event made on its own
+    monkeypatch.setattr(StepLog, "count_key_repetitions", lambda self, keys, i: i)  # each event made on its own
     one_at_a_time = kept(*drive(seed))
     assert in_bulk == one_at_a_time
     assert sum(step.repeat > 1 for step in in_bulk[0]) > 0  # the loop did fold

@@ -251,13 +251,18 @@ class TorchObserver:
 
     def _make_raw(self, manager: Any, events: list) -> None:
         """The noted events of `manager` (None where torch freed it), made into steps in order:
-        whole repetitions of the block before them are counted in bulk, as one at a time would."""
+        whole repetitions of the block before them are counted in bulk, as one at a time would.
+        A loop notes the same few objects over and over: each is keyed once."""
         device = None if manager is None else self._devices.get(id(manager))
-        notes = [(self._raw_key(event, device), 0.0) for event in events]
+        ids = list(map(id, events))
+        key_of = {i: self._raw_key(event, device) for i, event in dict(zip(ids, events)).items()}
+        keys = list(map(key_of.__getitem__, ids))
         i, n = 0, len(events)
         while i < n:
-            counted = self.log.count_repetitions(notes, i)
-            self._tally(events[i:counted])
+            counted = self.log.count_key_repetitions(keys, i)
+            if counted > i:  # whole repetitions of the log's last block
+                span = self.log.steps[-1].span
+                self._tally(events[i:i + span], (counted - i) // span)
             i = counted
             if i == n:
                 break
@@ -286,17 +291,18 @@ class TorchObserver:
             key = event[0]
         return device_key(key, device)
 
-    def _tally(self, events: list) -> None:
-        """What these replay-loop events change in the observer besides its step log: replay
-        counts, the generation, the decisions seen, and what a replay makes current again."""
+    def _tally(self, events: list, times: int = 1) -> None:
+        """What these replay-loop events, `times` over, change in the observer besides its step
+        log: replay counts, the generation, the decisions seen, and what a replay makes current
+        again."""
         replayed = set()
         for event in events:
             if event is NEW_GENERATION:
-                self.generation += 1
+                self.generation += times
             elif len(event) > 2:
-                self.replays[event[1]] += 1
+                self.replays[event[1]] += times
                 replayed.add(event[1])
-        self._events += len(events)
+        self._events += len(events) * times
         if replayed:
             self._notes.clear()  # children that failed their checks before one of these matched
             if self._invalidated:

@@ -133,12 +133,10 @@ class StepLog:
         the log keeps it (`device_key`). The block's snapshots (trace level "full", where a producer notes only
         decisions in the state their kept step's snapshot was taken in: see `expected`) are
         brought forward by the repetitions counted, as add() does one at a time."""
-        steps = self.steps
-        if self.pending or not steps or steps[-1].repeat == 1:
+        k = self._repeating_span()
+        if not k:
             return i
-        end = steps[-1]
-        k = end.span
-        block, keys = steps[-k:], self.keys[-k:]
+        block, keys = self.steps[-k:], self.keys[-k:]
         n, first = len(notes), i
         while i + k <= n:
             for j in range(k):
@@ -147,18 +145,44 @@ class StepLog:
             else:
                 for j in range(k):
                     block[j].duration += notes[i + j][1]
-                end.repeat += 1
                 i += k
                 continue
             break
+        self._counted(block, (i - first) // k)
+        return i
+
+    def count_key_repetitions(self, keys: list[tuple], i: int) -> int:
+        """`count_repetitions` for untimed decisions given by their keys alone (an observer's
+        replay loop, noted raw): a steady loop's whole run is compared at once."""
+        k = self._repeating_span()
+        if not k:
+            return i
+        block = self.keys[-k:]
+        times = (len(keys) - i) // k
+        if keys[i:i + k * times] != block * times:  # the loop broke off: up to where it did
+            times = 0
+            while keys[i + k * times:i + k * (times + 1)] == block:
+                times += 1
+        self._counted(self.steps[-k:], times)
+        return i + k * times
+
+    def _repeating_span(self) -> int:
+        """The length of the block that repeats at the log's end; 0 where none does (or one is
+        half done)."""
+        steps = self.steps
+        return 0 if self.pending or not steps or steps[-1].repeat == 1 else steps[-1].span
+
+    def _counted(self, block: list[Step], times: int) -> None:
+        """`times` more repetitions of the last block: its count, and its snapshots brought forward."""
+        if not times:
+            return
+        block[-1].repeat += times
         kept = [step.snapshot for step in block if step.snapshot is not None]
-        if kept and i > first:
+        if kept:
             replays, generations = self._repetition(block)
-            times = (i - first) // k
             change = ({node: count * times for node, count in replays.items()}, generations * times)
             for snapshot in kept:
                 bring_forward(snapshot, change)
-        return i
 
     def expected(self) -> Optional[list]:
         """Where a repetition of the last block stands, for a producer that notes the decisions
