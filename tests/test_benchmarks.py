@@ -168,3 +168,34 @@ def test_observer_parts_refuses_what_it_cannot_do(tmp_path):
         assert "--count-calls needs Python 3.12 or later" in counting.stderr
     no_gpu = run()
     assert no_gpu.returncode == 2 and "needs a CUDA device" in no_gpu.stderr
+
+
+def test_resnet_levels_times_making_the_noted_events_into_steps():
+    """A training chunk's time counts the making of the events the observer noted into steps,
+    which a long run pays every few thousand events: caught_up() makes every active observer's
+    noted events into steps, and passes over a stand-in observer that has none."""
+    from test_observe_releases import Function, Manager, Node
+
+    from cgviz.observe import _hooks
+    from cgviz.observe.observer import TorchObserver
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from resnet_levels import caught_up
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    manager, node = Manager(), Node(Function(0))
+    observer = TorchObserver("events")
+    observer.recorded(manager, Function(0), None, node, [], None, None)
+    generation = observer.generation
+    for _ in range(50):
+        observer.replayed(manager, node)
+        observer.generation_began(manager)
+    assert len(observer.raw.events) == 100
+    _hooks.ACTIVE.extend([observer, object()])
+    try:
+        caught_up()
+    finally:
+        del _hooks.ACTIVE[-2:]
+    assert observer.raw.events == []
+    assert (observer.replays[0], observer.generation) == (50, generation + 50)
