@@ -14,10 +14,13 @@ Variants, each timing a chunk of steps inside its context, interleaved in rounds
 
 With --count-calls, also the calls a step makes from Python (Python functions, and C functions
 called from Python), on every thread, counted with a profiler for ten steps of no_observer,
-events_no_work and events, and the functions whose counts differ (Python 3.12+). Prints one JSON
+events_no_work and events, and the functions whose counts differ (Python 3.12+). With
+--hook-times, also the time a step spends in each of the observer's hooks on torch's manager,
+timed in place (torch's own method left out): with no observer, at "events" and at "full". Prints one JSON
 object; `--out PATH` also writes it. Needs a CUDA device and torchvision.
 
-usage: python benchmarks/observer_parts.py [--chunk N] [--rounds R] [--seconds S] [--count-calls] [--out PATH]
+usage: python benchmarks/observer_parts.py [--chunk N] [--rounds R] [--seconds S] [--count-calls]
+       [--hook-times] [--out PATH]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import platform
 import sys
 import threading
@@ -129,12 +133,84 @@ def calls_per_step(train: Callable[[int], None], watching: dict[str, Callable[[]
     return out
 
 
+def hook_times(train: Callable[[int], None], watching: dict[str, Callable[[], Any]], steps: int = 100,
+               repeats: int = 5) -> dict:
+    """µs per step spent in the observer's hooks on torch's manager, torch's own method left out,
+    by method, timed in place in the loop. Each hook is made again around a timed stand-in of
+    torch's method and timed from outside: its time less its stand-in's is the hook's own. The
+    same with no hook between gives what the two clocks cost by themselves, taken off. Medians
+    of `repeats` runs of `steps` steps; torch's class is assigned to at each run and put back."""
+    import statistics
+    import time
+
+    from cgviz.observe import _hooks
+    from cgviz.observe import _torch_layout as layout
+
+    cls = layout.manager_class()
+    hooks = {name: (vars(cls)[name], make) for _, name, make in _hooks.manager_hooks(cls)}
+    clock = time.perf_counter_ns
+
+    def own_ns(hooked: bool, context: Callable[[], Any]) -> dict[str, float]:
+        total: collections.Counter = collections.Counter()
+        inner: collections.Counter = collections.Counter()
+        calls: collections.Counter = collections.Counter()
+
+        def timed(name: str, hook: Callable, installed: Callable) -> Callable:
+            torch_method = installed.__wrapped__
+            def stand_in(*args, **kwargs):
+                start = clock()
+                try:
+                    return torch_method(*args, **kwargs)
+                finally:
+                    inner[name] += clock() - start
+            through = hook(stand_in) if hooked else stand_in
+
+            def outside(*args, **kwargs):
+                calls[name] += 1
+                start = clock()
+                try:
+                    return through(*args, **kwargs)
+                finally:
+                    total[name] += clock() - start
+            # passes for the hook itself: an observation starting meanwhile finds its method hooked
+            return functools.update_wrapper(outside, installed)
+
+        for name, (installed, make) in hooks.items():
+            setattr(cls, name, timed(name, make, installed))
+        try:
+            with context():
+                train(2)
+                total.clear(), inner.clear(), calls.clear()
+                train(steps)
+                torch.cuda.synchronize()
+        finally:
+            for name, (installed, _) in hooks.items():
+                setattr(cls, name, installed)
+        return {name: (total[name] - inner[name]) / steps for name in calls}
+
+    out: dict[str, Any] = {"steps": steps, "repeats": repeats}
+    runs = {name: [] for name in ("clocks_alone", *watching)}
+    for _ in range(repeats):
+        runs["clocks_alone"].append(own_ns(False, contextlib.nullcontext))
+        for name, context in watching.items():
+            runs[name].append(own_ns(True, context))
+    medians = {variant: {m: statistics.median(r[m] for r in found) for m in found[0]} for variant, found in runs.items()}
+    alone = medians.pop("clocks_alone")
+    out["clocks_alone_us_per_step"] = {m: round(ns / 1000, 2) for m, ns in alone.items()}
+    for variant, found in medians.items():
+        own = {m: round((ns - alone.get(m, 0)) / 1000, 2) for m, ns in found.items()}
+        out[f"{variant}_us_per_step"] = own | {"all": round(sum(own.values()), 2)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunk", type=int, default=20, help="training steps per variant and round")
     parser.add_argument("--rounds", type=int, default=2000, help="at most this many rounds")
     parser.add_argument("--seconds", type=float, default=300, help="no round starts after this")
     parser.add_argument("--count-calls", action="store_true", help="also count the calls a step makes (Python 3.12+)")
+    parser.add_argument("--hook-times", action="store_true",
+                        help="also time the observer's hooks in place: µs per step in each, torch's method left out")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if args.chunk < 1 or args.rounds < 1:
@@ -158,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.count_calls:
         result["calls"] = calls_per_step(train, {"no_observer": contextlib.nullcontext, "events_no_work": events_no_work,
                                                  "events": lambda: cgviz.observe_torch(trace="events")})
+    if args.hook_times:
+        result["hook_times"] = hook_times(train, {
+            "no_observer": contextlib.nullcontext, "events": lambda: cgviz.observe_torch(trace="events"),
+            "full": lambda: cgviz.observe_torch(trace="full")})
     emit(result, args.out)
     return 0
 

@@ -199,3 +199,58 @@ def test_resnet_levels_times_making_the_noted_events_into_steps():
         del _hooks.ACTIVE[-2:]
     assert observer.raw.events == []
     assert (observer.replays[0], observer.generation) == (50, generation + 50)
+
+
+def test_observer_parts_times_each_hook_in_place_and_puts_torchs_class_back(monkeypatch):
+    """hook_times rebuilds each hook around a timed stand-in of the method it wraps, on the class
+    the observer hooks, runs the loop under each context, and puts the class's hooks back; every
+    method the loop called is reported, and the observer still sees the loop's replays."""
+    import contextlib
+    import functools
+
+    import torch
+
+    from cgviz.observe import _hooks
+    from cgviz.observe import _torch_layout as layout
+    from cgviz.observe.torch_compile import start_observing, stop_observing
+
+    class Manager:
+        def __init__(self) -> None:
+            self.current_node, self.node = None, object()
+
+        def _run(self, new_inputs, function_id):
+            return self.execute_node(self.node, new_inputs)
+
+        def execute_node(self, node, new_inputs):
+            return new_inputs
+
+    hooks = [("run", "_run", _hooks.wrap_run), ("execute", "execute_node", _hooks.wrap_execute)]
+    for _, name, make in hooks:
+        method = vars(Manager)[name]
+        setattr(Manager, name, functools.update_wrapper(make(method), method, assigned=("__name__",), updated=()))
+    installed = dict(vars(Manager))
+    monkeypatch.setattr(layout, "manager_class", lambda: Manager)
+    monkeypatch.setattr(_hooks, "manager_hooks", lambda cls: hooks)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no device here: nothing to wait for
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from observer_parts import hook_times
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    manager, seen = Manager(), []
+
+    @contextlib.contextmanager
+    def observed():
+        observer = start_observing("events")
+        monkeypatch.setattr(observer, "replayed", lambda manager, node, start: seen.append(node))
+        try:
+            yield
+        finally:
+            stop_observing(observer)
+
+    times = hook_times(lambda n: [manager._run([1], 0) for _ in range(n)],
+                       {"no_observer": contextlib.nullcontext, "events": observed}, steps=10, repeats=2)
+    assert dict(vars(Manager)) == installed
+    for variant in ("clocks_alone", "no_observer", "events"):
+        assert set(times[f"{variant}_us_per_step"]) - {"all"} == {"_run", "execute_node"}
+    assert len(seen) == 2 * 12 and all(node is manager.node for node in seen)
