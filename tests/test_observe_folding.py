@@ -87,6 +87,35 @@ def test_one_device_leaves_steps_without_a_device():
     assert [s.device for s in steps] == [None] * len(steps)
 
 
+def counted_in_batches(rng: random.Random, seq: list[str], timed: bool, most: int) -> tuple[list, list]:
+    """The steps of `seq` (one key per letter) added one at a time, and the same counted in bulk
+    in batches of random sizes up to `most`, as catch-ups come: by (key, duration) notes through
+    count_repetitions (`timed`), or by keys alone through count_key_repetitions."""
+    one, bulk = StepLog([]), StepLog([])
+    keys = [(ch,) for ch in seq]
+    notes = [(key, 1.0 if timed else 0.0) for key in keys]
+
+    def make(ch):
+        return lambda: Step(index=0, kind="execute", reason=ch, generation=1)
+
+    for (key, d), ch in zip(notes, seq):
+        one.add(key, make(ch), d)
+    start = 0
+    while start < len(notes):
+        end = start + rng.randint(1, most)
+        i = start
+        while i < min(end, len(notes)):
+            i = bulk.count_repetitions(notes[:end], i) if timed else bulk.count_key_repetitions(keys[:end], i)
+            if i < min(end, len(notes)):
+                bulk.add(notes[i][0], make(seq[i]), notes[i][1])
+                i += 1
+        start = i
+    one.flush()
+    bulk.flush()
+    return ([(s.reason, s.repeat, s.span, s.duration) for s in bulk.steps],
+            [(s.reason, s.repeat, s.span, s.duration) for s in one.steps])
+
+
 def test_counting_whole_repetitions_in_bulk_folds_as_adding_each_does():
     """StepLog.count_repetitions (the engine's batches of replay-loop notes at "events") takes
     only whole repetitions of the last block, and leaves the rest to add()."""
@@ -96,28 +125,8 @@ def test_counting_whole_repetitions_in_bulk_folds_as_adding_each_does():
         for _ in range(rng.randint(1, 6)):
             pattern = [rng.choice("abc") for _ in range(rng.randint(1, 3))]
             seq += pattern * rng.randint(1, 6) + [rng.choice("abcd") for _ in range(rng.randint(0, 2))]
-        one, bulk = StepLog([]), StepLog([])
-        notes = [((ch,), 1.0) for ch in seq]
-
-        def make(ch):
-            return lambda: Step(index=0, kind="execute", reason=ch, generation=1)
-
-        for (key, d), ch in zip(notes, seq):
-            one.add(key, make(ch), d)
-        start = 0
-        while start < len(notes):  # in batches of random sizes, as catch-ups come
-            end = start + rng.randint(1, 9)
-            i = start
-            while i < min(end, len(notes)):
-                i = bulk.count_repetitions(notes[:end], i)
-                if i < min(end, len(notes)):
-                    bulk.add(notes[i][0], make(seq[i]), notes[i][1])
-                    i += 1
-            start = i
-        one.flush()
-        bulk.flush()
-        assert [(s.reason, s.repeat, s.span, s.duration) for s in bulk.steps] == \
-               [(s.reason, s.repeat, s.span, s.duration) for s in one.steps]
+        bulk, one = counted_in_batches(rng, seq, timed=True, most=9)
+        assert bulk == one
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -132,24 +141,5 @@ def test_counting_whole_repetitions_by_key_folds_as_adding_each_does(seed):
             pattern = [rng.choice("abc") for _ in range(rng.randint(1, 4))]
             seq += pattern * rng.randint(1, 40) + pattern[:rng.randint(0, len(pattern))] + \
                 [rng.choice("abcd") for _ in range(rng.randint(0, 2))]
-        one, bulk = StepLog([]), StepLog([])
-        keys = [(ch,) for ch in seq]
-
-        def make(ch):
-            return lambda: Step(index=0, kind="execute", reason=ch, generation=1)
-
-        for key, ch in zip(keys, seq):
-            one.add(key, make(ch), 0.0)
-        start = 0
-        while start < len(keys):  # in batches of random sizes, as catch-ups come
-            end = start + rng.randint(1, 60)
-            i = start
-            while i < min(end, len(keys)):
-                i = bulk.count_key_repetitions(keys[:end], i)
-                if i < min(end, len(keys)):
-                    bulk.add(keys[i], make(seq[i]), 0.0)
-                    i += 1
-            start = i
-        one.flush()
-        bulk.flush()
-        assert [(s.reason, s.repeat, s.span) for s in bulk.steps] == [(s.reason, s.repeat, s.span) for s in one.steps]
+        bulk, one = counted_in_batches(rng, seq, timed=False, most=60)
+        assert bulk == one
