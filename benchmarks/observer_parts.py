@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import functools
 import platform
 import sys
 import threading
@@ -36,7 +35,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 from _stats import emit, interleaved, summary
-from resnet_levels import events_no_work, training_variants
+from resnet_levels import events_no_work, hooks_replaced, training_variants
 
 PARTS = ("unreached", "installed", "idle_observer", "events_no_work", "events")
 
@@ -146,8 +145,7 @@ def hook_times(train: Callable[[int], None], watching: dict[str, Callable[[], An
     from cgviz.observe import _hooks
     from cgviz.observe import _torch_layout as layout
 
-    cls = layout.manager_class()
-    hooks = {name: (vars(cls)[name], make) for _, name, make in _hooks.manager_hooks(cls)}
+    makers = {name: make for _, name, make in _hooks.manager_hooks(layout.manager_class())}
     clock = time.perf_counter_ns
 
     def own_ns(hooked: bool, context: Callable[[], Any]) -> dict[str, float]:
@@ -155,15 +153,16 @@ def hook_times(train: Callable[[int], None], watching: dict[str, Callable[[], An
         inner: collections.Counter = collections.Counter()
         calls: collections.Counter = collections.Counter()
 
-        def timed(name: str, hook: Callable, installed: Callable) -> Callable:
+        def timed(name: str, installed: Callable) -> Callable:
             torch_method = installed.__wrapped__
+
             def stand_in(*args, **kwargs):
                 start = clock()
                 try:
                     return torch_method(*args, **kwargs)
                 finally:
                     inner[name] += clock() - start
-            through = hook(stand_in) if hooked else stand_in
+            through = makers[name](stand_in) if hooked else stand_in
 
             def outside(*args, **kwargs):
                 calls[name] += 1
@@ -172,20 +171,13 @@ def hook_times(train: Callable[[int], None], watching: dict[str, Callable[[], An
                     return through(*args, **kwargs)
                 finally:
                     total[name] += clock() - start
-            # passes for the hook itself: an observation starting meanwhile finds its method hooked
-            return functools.update_wrapper(outside, installed)
+            return outside
 
-        for name, (installed, make) in hooks.items():
-            setattr(cls, name, timed(name, make, installed))
-        try:
-            with context():
-                train(2)
-                total.clear(), inner.clear(), calls.clear()
-                train(steps)
-                torch.cuda.synchronize()
-        finally:
-            for name, (installed, _) in hooks.items():
-                setattr(cls, name, installed)
+        with hooks_replaced(timed), context():
+            train(2)
+            total.clear(), inner.clear(), calls.clear()
+            train(steps)
+            torch.cuda.synchronize()
         return {name: (total[name] - inner[name]) / steps for name in calls}
 
     out: dict[str, Any] = {"steps": steps, "repeats": repeats}

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import platform
 import sys
 from functools import partial
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 from _stats import copy_and_replay, emit, interleaved, per_call_us, rotated, summary, timed_us
@@ -148,30 +149,40 @@ def inference(args: argparse.Namespace, result: dict) -> None:
 OBSERVED = ("events", "full", "events_no_work")
 
 
-def hooked_calls_per_step(train: Callable[[int], None], steps: int = 20) -> dict[str, float]:
-    """Calls per training step through each of the observer's hooks on torch's manager while
-    nothing observes (each hook counted for `steps` steps: torch's class assigned to twice per
-    hook, after the timed rounds)."""
+@contextlib.contextmanager
+def hooks_replaced(replace: Callable[[str, Callable], Callable]) -> Iterator[None]:
+    """Each of the observer's hooks on torch's manager replaced by `replace(name, hook)` inside the
+    block (torch's class assigned to twice per hook). A replacement passes for the hook it
+    replaces: an observation started inside the block finds the methods hooked, and wraps none again."""
     from cgviz.observe import _hooks
     from cgviz.observe import _torch_layout as layout
 
     cls = layout.manager_class()
     hooks = {name: vars(cls)[name] for _, name, _ in _hooks.manager_hooks(cls)}
-    counts = dict.fromkeys(hooks, 0)
+    for name, hook in hooks.items():
+        setattr(cls, name, functools.update_wrapper(replace(name, hook), hook))
+    try:
+        yield
+    finally:
+        for name, hook in hooks.items():
+            setattr(cls, name, hook)
+
+
+def hooked_calls_per_step(train: Callable[[int], None], steps: int = 20) -> dict[str, float]:
+    """Calls per training step through each of the observer's hooks on torch's manager while
+    nothing observes (counted for `steps` steps, after the timed rounds)."""
+    counts: dict[str, int] = {}
 
     def counting(name: str, hook: Callable) -> Callable:
+        counts[name] = 0
+
         def call(*args, **kwargs):
             counts[name] += 1
             return hook(*args, **kwargs)
         return call
 
-    for name, hook in hooks.items():
-        setattr(cls, name, counting(name, hook))
-    try:
+    with hooks_replaced(counting):
         train(steps)
-    finally:
-        for name, hook in hooks.items():
-            setattr(cls, name, hook)
     return {name: count / steps for name, count in counts.items() if count}
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from conftest import pictures_past_their_area
 
+
 def test_docs_notebook_pictures_fit_the_text_column(browser: Any, docs_site: Path) -> None:
     pages = sorted((docs_site / "notebooks").glob("*.html"))
     assert len(pages) >= 7
