@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from helpers import ROOT
 
 LEVELS = ("sim_trace_None", "sim_trace_events", "sim_trace_full")
+
+
+def benchmark(name: str) -> Any:
+    """A module of benchmarks/, imported as its scripts import each other (their folder first on
+    sys.path while importing)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_sim_overhead_quick(tmp_path):
@@ -65,11 +77,7 @@ def test_diagnose_benchmark_quick(tmp_path):
 def test_a_paired_ratio_says_how_sure_its_median_is():
     """The benchmarks' paired ratios carry a seeded bootstrap interval of the median: the same
     rounds give the same interval, it holds the median, and it is wider for scattered rounds."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from _stats import paired
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    paired = benchmark("_stats").paired
     steady = paired([1.01, 1.0, 1.02, 1.01, 1.0, 1.01, 1.02, 1.01], [1.0] * 8)
     scattered = paired([0.9, 1.1, 1.0, 1.2, 0.85, 1.05, 1.15, 0.95], [1.0] * 8)
     assert steady == paired([1.01, 1.0, 1.02, 1.01, 1.0, 1.01, 1.02, 1.01], [1.0] * 8)
@@ -86,11 +94,7 @@ def test_interleaved_rounds_turn_the_order_and_stop_on_time():
     garbage collector off inside a round; rounds stop at the count, or when the time is up."""
     import gc
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from _stats import interleaved
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    interleaved = benchmark("_stats").interleaved
     order: list[str] = []
 
     def run(name: str):
@@ -179,11 +183,7 @@ def test_resnet_levels_times_making_the_noted_events_into_steps():
     from cgviz.observe import _hooks
     from cgviz.observe.observer import TorchObserver
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from resnet_levels import caught_up
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    caught_up = benchmark("resnet_levels").caught_up
     manager, node = Manager(), Node(Function(0))
     observer = TorchObserver("events")
     observer.recorded(manager, Function(0), None, node, [], None, None)
@@ -232,11 +232,7 @@ def test_observer_parts_times_each_hook_in_place_and_puts_torchs_class_back(monk
     monkeypatch.setattr(layout, "manager_class", lambda: Manager)
     monkeypatch.setattr(_hooks, "manager_hooks", lambda cls: hooks)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no device here: nothing to wait for
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from observer_parts import hook_times
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    hook_times = benchmark("observer_parts").hook_times
     manager, seen = Manager(), []
 
     @contextlib.contextmanager
