@@ -175,6 +175,30 @@ def test_a_replay_in_a_new_generation_hands_back_the_same_tensor():
     assert len(replays) >= 3 and all(not s.invalidated for s in trace.expanded() if s.kind == "generation")
 
 
+def test_a_first_call_after_replays_warms_up_on_the_replayed_path_and_the_next_generation_marks_it():
+    """A function's first call after replays warms up under the node that replayed (a checkpoint
+    restore, no path end), so the path has warmed up: the next generation invalidates its outputs,
+    the replayed one included, and touching it raises (notebooks 4 and 7 teach this)."""
+    producer = torch.compile(torch.cos, mode="reduce-overhead")
+    consumer = torch.compile(torch.sin, mode="reduce-overhead")
+    with observe_torch() as trace:
+        for _ in range(3):  # warm up, record, replay
+            x = producer(torch.randn(64, device=DEV))
+        expected = torch.sin(x).sum().item()
+        read = consumer(x).sum().item()  # consumer's first call
+        producer(torch.randn(64, device=DEV))  # a new generation
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            x.sum()
+    assert abs(read - expected) < 1e-3
+    steps = trace.expanded()
+    warm = max(i for i, s in enumerate(steps) if s.kind == "warmup")
+    replay, restore = steps[warm - 2], steps[warm - 1]
+    assert (replay.kind, restore.kind) == ("execute", "checkpoint_restore"), [s.kind for s in steps]
+    assert not any(s.kind == "path_end" for s in steps[warm - 2:])
+    generation = next(s for s in steps[warm:] if s.kind == "generation")
+    assert [replay.node, 0] in generation.invalidated, generation.invalidated
+
+
 def test_events_level_adds_no_snapshots_and_no_manager_is_created():
     from torch._inductor import cudagraph_trees as trees
 
