@@ -55,7 +55,7 @@ class Rules:
       generation_cloning_available: 2.14+.
     - kernel_free_graphs: 2.14+ keeps no CUDA graph for a compiled function that launches no
       kernels (kernel_free_cudagraph: its node has graph None, and a replay copies its inputs in and
-      launches nothing).
+      replays no graph).
     - warmup_incomplete_available: 2.14+ has mark_warmup_incomplete(): a function warming up
       asks for another warmup.
     """
@@ -387,7 +387,7 @@ def signature_limit_reason(
 ) -> Optional[str]:
     """Why a new input signature of a function runs eagerly, or None when it may have graphs.
     `shape_limit` is cgviz's own limit; 2.15's cudagraph_dynamic_shape_rerecord_limit stops
-    recording new shapes too (cudagraphify: len(fn_cache) >= limit), while recorded ones replay."""
+    recording new shapes too (cudagraphify_impl: len(fn_cache) >= limit), while recorded ones replay."""
     limit = rules.dynamic_shape_rerecord_limit
     if limit is not None and graphed >= limit:
         return (

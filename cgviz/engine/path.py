@@ -86,5 +86,5 @@ def restore_checkpoint(node: Node, backend: "Backend") -> str:
     return (
         f"allocator state saved after recording node {node.id} restored, keeping {len(live)} live "
         f"output(s) of the path and freeing {len(dead)} that died since, so a new recording "
-        "does not overwrite live memory"
+        "or warmup does not overwrite live memory"
     )

@@ -90,7 +90,7 @@ class CompileEvents:
 
     def eager_reason(self, manager: Any, function_id: Any, label: str, first_call_unseen: bool) -> str:
         """Why torch's manager ran a call eagerly: torch's own message for the function (it says
-        it once per function), joined by what torch's state says now; without one, what that
+        it once per function, the re-record limit once per place in the tree), joined by what torch's state says now; without one, what that
         state says, and, where the function's first call was not seen (`first_call_unseen`),
         that torch said why before observing began."""
         cause = layout.eager_cause(manager, function_id)

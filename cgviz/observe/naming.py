@@ -60,7 +60,8 @@ def outputs_named(outputs: list) -> str:
 def generation_reason(ended: int, invalidated: list, cloned: Optional[list] = None) -> str:
     """A new generation's reason: what ended it, what torch cloned out of the pool (2.14+, with
     cudagraph_trees_generation_cloning) and which outputs it invalidated."""
-    said = f"generation {ended} ends (a new torch.compile invocation or cudagraph_mark_step_begin())"
+    said = (f"generation {ended} ends (cudagraph_mark_step_begin(), or, where it was never called, a new "
+            "torch.compile invocation with no backward pending)")
     if cloned:
         total = sum(nbytes for _, _, nbytes in cloned)
         said += ("; cloned out of the pool, so they stay valid (torch._inductor.config.triton."

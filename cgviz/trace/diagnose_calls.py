@@ -257,7 +257,7 @@ def pending_backward(steps: list[Step]) -> list[Finding]:
     made = f"{plural(len(hits), 'decision')} {'was' if len(hits) == 1 else 'were'} made while "
     if never:
         title = (made + "forwards waited for a backward that never ran in this trace: their outputs require grad, "
-                 "so torch never starts a new generation and never leaves warm-up")
+                 "so torch never starts a new generation and never leaves warm-up while their outputs live")
         cause = "forwards whose backward never runs"
         fix = ("run evaluation and inference under torch.no_grad() (or torch.inference_mode()): no backward to wait "
                "for; in training, run each backward before the next forward")

@@ -101,7 +101,8 @@ _PARTITION_FIXES = (
      "shape with torch.where or a mask multiply, and select rows after the call"),
     ("dynamic shape", "let torch record a CUDA graph per input shape: leave torch._inductor.config.triton."
      "cudagraph_skip_dynamic_graphs at False (the default), or pad inputs to a few fixed shapes"),
-    ("cudagraph-unsafe", "custom ops tagged cudagraph_unsafe always run eagerly: keep them out of the hot path"),
+    ("cudagraph-unsafe", "ops a CUDA graph cannot hold (custom ops tagged cudagraph_unsafe, and ops torch keeps out "
+     "of graphs such as .item()) always run eagerly: keep them out of the hot path"),
     ("custom partition op", "remove the op from torch._inductor.config.custom_should_partition_ops if a CUDA graph "
      "can hold it"),
     ("conditional", "torch.cond runs eagerly between CUDA graphs: compute both sides and pick with torch.where"),

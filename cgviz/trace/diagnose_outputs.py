@@ -104,7 +104,9 @@ def overwritten_outputs(steps: list[Step], meta: dict) -> list[Finding]:
                                     else "an output handed to the next compiled function was invalidated by that call")
                 culprit = (f"{'the' if fed_back else 'its own'} call invalidated it: step {began.index + 1} began "
                            f"generation {began.generation} (each call of a compiled function begins a new generation "
-                           "when no backward is pending and cudagraph_mark_step_begin() is not used)")
+                           "when no backward is pending and cudagraph_mark_step_begin() is not used; after "
+                           "replays, torch frees a path's outputs only at a call no graph under its current "
+                           "node takes)")
                 fix = FEEDBACK_FIX if fed_back else CHAINED_FIX
             given = f"fed back its own output {o} of node {n}" if fed_back else f"handed output {o} of node {n} ({made[n]})"
             title = f"{step.function} was {given}{where}, and {culprit}"

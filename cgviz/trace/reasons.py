@@ -99,7 +99,7 @@ _FIXES = (
     (("managed input re-recording threshold", "an input that is an output of the path kept moving"),
      "keep the outputs one compiled function passes to the next in place (reuse them, or copy_ into a fixed "
      "buffer), or let torch copy them: torch._inductor.config.triton.cudagraph_managed_input_rerecord_action = "
-     "'copy' (torch 2.15)"),
+     "'copy', set before compiling (torch 2.15)"),
     (("rerecord_limit", "re-recording limit", "re-recorded"), _LIMIT_FIX),
     (("shape_limit", "input signatures already have graphs"), "pad or bucket inputs to a few shapes: CUDA graphs "
      "are recorded per input shape, also where torch.compile compiled the dimension dynamic"),
