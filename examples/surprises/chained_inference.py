@@ -2,18 +2,18 @@
 
 Reported: https://github.com/pytorch/pytorch/issues/160281
 What users see: the very first ``head(encoder(x))`` raises
-  RuntimeError: Error: accessing tensor output of CUDAGraphs that has been
-  overwritten by a subsequent run. ... To prevent overwriting, clone the tensor
-  outside of torch.compile() or call torch.compiler.cudagraph_mark_step_begin()
-  before each model invocation.
-  Every call of a torch.compile'd function counts as a new invocation. With no
-  backward pending (inference), calling ``head`` starts a new generation, which
-  frees the outputs of the previous one, including ``encoder``'s output that
-  ``head`` is about to read. Issue #160281 (open) asks torch to improve this heuristic.
-Fix (--fixed): mark the start of each iteration once, with
-  ``torch.compiler.cudagraph_mark_step_begin()`` before ``encoder`` (not before
-  ``head``), so both calls belong to one generation; clone the results kept across
-  iterations, since the next iteration's step begin frees them.
+  RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a
+  subsequent run. ... To prevent overwriting, clone the tensor outside of torch.compile() or call
+  torch.compiler.cudagraph_mark_step_begin() before each model invocation. (Torch 2.14+ says to
+  call it before each model invocation, and to clone outside torch.compile() an output "that must
+  remain live across generations".) Every call of a torch.compile'd function counts as a new
+  invocation. With no backward pending (inference), calling ``head`` starts a new generation, which
+  frees the outputs of the previous one, including ``encoder``'s output that ``head`` is about to
+  read. Issue #160281 (open) asks torch to improve this heuristic.
+Fix (--fixed): call ``torch.compiler.cudagraph_mark_step_begin()`` once per iteration, before
+  ``encoder`` (not before ``head``), so both calls belong to one generation; clone the results
+  kept: the next iteration's ``encoder`` call frees those of a warm-up or recording, and once the
+  graphs replay, each replay overwrites them in place and returns the same tensor object.
 """
 import sys
 

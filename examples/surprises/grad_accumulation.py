@@ -4,15 +4,15 @@ Reported: https://github.com/pytorch/pytorch/issues/169545
 What users see: the second micro-batch's ``loss.backward()`` raises
   RuntimeError: Error: accessing tensor output of CUDAGraphs that has been
   overwritten by a subsequent run. ...
-  The first backward's parameter gradients are outputs of the compiled backward,
-  stored in the CUDA graph pool; autograd installs them as ``p.grad`` (grads were
-  None after ``zero_grad(set_to_none=True)``). The next forward starts a new
-  generation, which frees that memory, and the second backward then accumulates
-  into the freed ``.grad``. Cloning does not help; cudagraph_mark_step_begin() once per optimizer step does.
-Fix (--fixed): allocate stable ``.grad`` buffers outside the CUDA graph pool before
-  the compiled backward runs (preallocated zeros) and keep them: zero them in place
-  with ``zero_grad(set_to_none=False)``. Torch 2.13+ names this fix in the error
-  message ("allocate stable .grad buffers outside CUDAGraph capture").
+  (torch 2.11/2.12; from 2.13, as the freed tensors are outputs of a backward: "Error: accessing
+  gradient tensor output of CUDAGraphs that has been overwritten by a subsequent run. ...", which
+  goes on to name the fix below.) The first backward's parameter gradients are outputs of the
+  compiled backward, stored in the CUDA graph pool; autograd installs them as ``p.grad`` (grads
+  were None after ``zero_grad(set_to_none=True)``). The next forward starts a new generation,
+  which frees that memory, and the second backward then accumulates into the freed ``.grad``.
+  Cloning does not help; cudagraph_mark_step_begin() once per optimizer step does.
+Fix (--fixed): allocate stable ``.grad`` buffers (zeros) outside the CUDA graph pool before the
+  compiled backward runs, and keep them, zeroed in place by ``zero_grad(set_to_none=False)``.
 """
 import sys
 

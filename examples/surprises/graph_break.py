@@ -4,10 +4,10 @@ Reported: https://github.com/pytorch/pytorch/issues/158642
 What users see: "Graph break from `Tensor.item()`, consider setting
   torch._dynamo.config.capture_scalar_outputs = True". The function then runs as a
   first CUDA graph, an eager ``.item()`` (a device-to-host sync) and a second graph
-  for whichever branch was taken. The code after the break is recompiled as the
-  ``.item()`` value changes (first specialised on the value, then per branch); each
-  variant is recorded separately, as a different child in the CUDA graph tree, and
-  every call pays two graph launches plus the sync.
+  for whichever branch was taken. The code after the break is recompiled as the ``.item()``
+  value changes (first specialised on the value, then per branch): the first variant runs once,
+  as a warm-up, and is never recorded; each per-branch one is recorded separately, as a
+  different child in the CUDA graph tree, and every call pays two graph launches plus the sync.
   The reply in the issue: expected behaviour; rewrite the code to avoid ``item()``.
 Fix (--fixed): keep the decision on the GPU with ``torch.where`` (both branches are
   computed), so the whole function is one graph and one CUDA graph.

@@ -2,13 +2,14 @@
 
 Reported: https://github.com/huggingface/peft/pull/2611 (LoRA hot-swapping under
   torch.compile mode="reduce-overhead"; see also pytorch/pytorch PR #129349)
-What users see: no error and no warning, but every call records a new CUDA graph
-  instead of replaying one. Parameters are static inputs: torch assumes their
-  addresses never change and checks it before each replay. Assigning a new tensor
-  (``weight.data = new``) moves the parameter, so the check fails and torch
-  re-records ("static input data pointer changed", shown only with
-  TORCH_LOGS=cudagraphs). With inlined nn modules (the default) there is no limit
-  on these re-recordings; each one also keeps its own graph and memory.
+What users see: no error and no warning, but every call after the first (a warm-up)
+  records a new CUDA graph instead of replaying one. Parameters are static inputs: torch
+  assumes their addresses never change and checks it before each replay. Assigning a new
+  tensor (``weight.data = new``) moves the parameter, so the check fails and torch
+  re-records ("static input data pointer changed", shown only with TORCH_LOGS=cudagraphs).
+  No limit applies to these re-recordings (torch 2.11: with inlined nn modules, the
+  default; 2.12+: whatever the setting); each recorded graph stays in the tree, and all
+  share the tree's one memory pool (each recording reuses the blocks the previous one freed).
 Fix (--fixed): copy the new values into the existing parameter in place
   (``weight.data.copy_(new)``, the fix the PEFT PR made), so its address stays the
   same and the recorded graph is replayed.
