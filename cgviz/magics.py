@@ -347,7 +347,8 @@ class CudaGraphMagics(Magics):
         "save PATH [NAME]   save the tree's trace as JSON\n"
         "doctor [NAME]      what went wrong in the tree's run, where (steps) and the fix;\n"
         "                   doctor torch: the run the last %%cudagraph --torch cell observed\n"
-        "NAME: a tree's name or a variable holding a tree; without it, the default tree."
+        "NAME: a tree's name or a variable holding a tree; without it, the default tree if there\n"
+        "is one, else the newest tree."
     ))
     @magic_arguments.argument(
         "command", nargs="?", default="status", choices=SUBCOMMANDS, help="what to do (default: status)"
