@@ -539,7 +539,8 @@ class CudaBackend:
 
 @contextlib.contextmanager
 def _cublas_workspaces_cleared() -> Iterator[None]:
-    """cuBLAS keeps a workspace per handle and stream across calls. Cleared before a warmup or
+    """cuBLAS can keep a workspace per handle and stream across calls (by default through torch
+    2.14; in 2.15 only with TORCH_CUBLAS_WORKSPACE_CACHE=1). Cleared before a warmup or
     a capture, the workspace a matmul needs is allocated in the tree's pool and accounted
     for there; cleared after, none stays behind holding pool memory that a later step would
     hand out again, or that would keep the pool alive once the tree is gone (torch's trees

@@ -58,7 +58,8 @@ class Places:
         """Whether `variant` must run eagerly here because it writes an input in place that is
         neither static nor an output of the current path: a graph would write its recorded copy,
         not the caller's tensor. Decided at the first call at each place, and again when no
-        recorded child takes the call (as torch's non_cudagraph_managed_mutation_hint)."""
+        recorded child takes the call (as torch's non_cudagraph_managed_mutation_hint, skip_cudagraph
+        from 2.15)."""
         place = (None if current is None else current.id, variant.id)
         if not refresh and place in self.mutation_hints:
             return self.mutation_hints[place]

@@ -5,12 +5,14 @@ reason. The rules follow torch/_inductor/cudagraph_trees.py:
 
 * a function's first call warms up (eager, allocations in the pool); once a path is
   warming up, every call on it warms up until the path ends;
-* later calls look for a child of the current node (a root when nothing is live) whose
+* later calls look for a child of the current node (the roots when there is none) whose
   invariants hold and replay it; otherwise they record a new child;
-* the path ends when all its outputs are dead; `mark_step()` starts a new generation,
-  ends the path and invalidates the outputs still live on it;
-* before recording or warming up after replays, the allocator state saved after the
-  current node's recording is restored, with the path's live outputs kept.
+* a warming-up or recording path ends at the next call once all its outputs are dead; a
+  replayed path only at a call that no child of its current node takes;
+* `mark_step()` starts a new generation, ends the path and invalidates its live outputs at
+  once (torch: at the next call, and only on a warming-up or recording path; docs/engine.md);
+* before a warmup after replays, or recording under a node that replayed, the allocator
+  state saved after that node's recording is restored, the path's live outputs kept.
 
 Its helpers lie beside it: arguments.py (checks of what users pass), places.py (memory per node
 and function), path.py (the current path's outputs), tree_steps.py (the longer step reasons).

@@ -32,11 +32,12 @@ def user_line(skip: int = 1) -> Optional[str]:
     theirs. torch's own skip messages name such a line too."""
     return paths.user_line(frames_from(sys._getframe(skip)), _NOT_USERS)
 
-# aten ops that read device memory on the host but carry no tag saying so
+# aten ops that read device memory on the host, named (is_nonzero carries no tag saying so; the
+# others are named for certainty)
 HOST_SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::equal", "aten::is_nonzero"})
-# ops whose tags say the host must see the data (a value, or an output shape)
 # ops seen so far whose output shape depends on the data (named so in reasons)
 DATA_DEPENDENT_SHAPE_OPS: set[str] = {"aten::nonzero"}
+# ops whose tags say the host must see the data (a value, or an output shape)
 HOST_SYNC_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.cudagraph_unsafe)
 
 

@@ -119,8 +119,9 @@ SKIP_LOGGER_MODULES = (
 )
 # A graph whose CUDA graphs torch skipped at compile time never reaches the tree manager: its
 # compiled graph (OUTPUT_CODE_MODULE.COMPILED_GRAPH_CLASS) calls `current_callable` on every
-# call. Its `post_compile` is where torch decides (the `cudagraphs` box of its graph_kwargs is
-# turned off); the observer wraps that graph's `current_callable` to see its calls.
+# call. torch decides in its `post_compile` (the `cudagraphs` box of its graph_kwargs is turned
+# off), or already in CompiledFxGraph.__init__ (a lowering reason, with a skip message); the
+# observer wraps that graph's `current_callable` to see its calls.
 OUTPUT_CODE_MODULE = "torch._inductor.output_code"
 COMPILED_GRAPH_CLASS = "CompiledFxGraph"
 COMPILED_GRAPH_MEMBERS = ("post_compile", "current_callable", "fx_kwargs")
@@ -191,7 +192,8 @@ def rerecord_note(status: str) -> str:
     return ""
 
 
-# torch 2.15 says through this logger (torch._logging.warning_once) that a compiled graph hit
+# torch 2.15 says through its cudagraphs artifact logger, a child of this one whose records
+# propagate here (torch._logging.warning_once), that a compiled graph hit
 # cudagraph_dynamic_shape_rerecord_limit; its new shapes never reach the tree manager.
 TREES_LOGGER = TREES_MODULE
 DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"

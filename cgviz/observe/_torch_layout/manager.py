@@ -174,7 +174,8 @@ def path_state(manager: Any) -> Optional[str]:
 
 
 def already_warm(node: Any) -> bool:
-    """Has this warmup node's path warmed up before (the function runs eagerly again)?"""
+    """Had this warmup node's function warmed up before this run (torch's warmed_up_functions)?
+    Then it runs eagerly again because its path is warming up."""
     return bool(getattr(node, "already_warm", False))
 
 
@@ -197,13 +198,15 @@ def output_refs(node: Any) -> list:
 
 def tracked_outputs(node: Any) -> tuple[int, ...]:
     """The indices of the outputs torch keeps a weak reference to (not those that are None or
-    a number, nor an alias of a static input): each one is in the list a replay returns."""
+    a number, an alias of a static input or an empty storage): each one is in the list a replay
+    returns."""
     refs = read(node, "outputs_weakrefs", None) or ()
     return tuple(i for i, ref in enumerate(refs) if ref is not None)
 
 
 def output_metadata(node: Any) -> list:
-    """Per output: a dict with size/dtype/nbytes/data_ptr, or None (warmup nodes keep none)."""
+    """Per output: a dict (size, stride, dtype, nbytes, data_ptr, …) for a tensor, else the int or
+    None output itself (warmup nodes keep none)."""
     return list(getattr(node, "outputs_metadata", None) or [])
 
 
@@ -236,8 +239,9 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
 
     expired() is true when the storage's use count is at its baseline (0, or 2 for an output torch
     caches: the cache's storage object and tensor) and, for a cached output, check_refcount says
-    that only the cache holds its tensor (the same in every release 2.11 - 2.15). That check is
-    read here as each release makes it (CPP_HELD_CACHED_OUTPUT_LIVE); an output with no cached
+    that only the cache holds its tensor (expired() is the same in every release 2.11 - 2.15;
+    check_refcount is not). That check is read here as each release makes it
+    (CPP_HELD_CACHED_OUTPUT_LIVE); an output with no cached
     tensor to read is asked expired() itself. This runs at every decision of a replay loop
     traced at "full": no call per output beyond torch's counts."""
     refs = read(node, "outputs_weakrefs", None) or ()
@@ -317,7 +321,8 @@ def _trees_module() -> Any:
 def starts_new_generation(manager: Any) -> bool:
     """Would torch's manager begin a new generation now (its can_start_new_generation())?
 
-    Read straight from the generation counters, as torch 2.4 to 2.13 compute it: this runs
+    Read straight from the generation counters, as torch computes it (the same from 2.4 through
+    2.15): this runs
     at every path end of an observed loop, where torch's own four method calls would be
     most of the observer's cost. A layout without those counters asks torch instead.
     """
