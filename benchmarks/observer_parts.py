@@ -29,8 +29,10 @@ import argparse
 import collections
 import contextlib
 import platform
+import statistics
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 import torch
@@ -139,9 +141,6 @@ def hook_times(train: Callable[[int], None], watching: dict[str, Callable[[], An
     torch's method and timed from outside: its time less its stand-in's is the hook's own. The
     same with no hook between gives what the two clocks cost by themselves, taken off. Medians
     of `repeats` runs of `steps` steps; torch's class is assigned to at each run and put back."""
-    import statistics
-    import time
-
     from cgviz.observe import _hooks
     from cgviz.observe import _torch_layout as layout
 
