@@ -231,3 +231,30 @@ def test_a_trace_of_well_used_graphs_has_nothing_wrong_to_say():
     diagnosis = cgviz.diagnose(Trace(steps=steps, graphs=[g]))
     assert diagnosis.text() == "no findings: nothing looks wrong with the 1 CUDA graph of the trace"
     assert cgviz.diagnose(Trace()).text() == "no findings: nothing was called through a tree"
+
+
+class _Graph:
+    """Stands in for a CUDAGraph where the observer only holds it weakly and watches it die."""
+
+
+def test_only_the_last_graph_of_a_pool_to_die_says_torch_releases_the_pool():
+    """Graphs destroyed together are made into steps afterwards: each says what its own
+    destruction did to the pool, as it was then, and counts its replays in words."""
+    from cgviz.observe.graph_observer import RELEASED_POOL, GraphObserver
+
+    observer = GraphObserver(trace="events")
+    graphs = {gid: _Graph() for gid in (1, 2, 3, 4)}
+    for gid, pool in zip(graphs, (1, 1, 1, 2)):
+        observer._hold(graphs[gid], GraphView(id=gid, site="model.py:3 in f", origin="torch.cuda.graph",
+                                              device="cuda:0", stream=7, pool=pool))
+    observer._views[2].replays = 1
+    observer._views[3].replays = 2
+    for gid in (2, 1, 3, 4):  # all of them die before any step is made
+        del graphs[gid]
+    observer.catch_up()
+    reasons = {s.graph: s.reason for s in observer.trace.steps if s.kind == "destroy"}
+    assert reasons[2] == "graph 2 was destroyed after 1 replay; pool 1 stays: other graphs still use it"
+    assert reasons[1] == "graph 1 was destroyed after 0 replays; pool 1 stays: other graphs still use it"
+    assert reasons[3] == f"graph 3 was destroyed after 2 replays; torch releases pool 1: {RELEASED_POOL}"
+    assert reasons[4] == f"graph 4 was destroyed after 0 replays; torch releases pool 2: {RELEASED_POOL}"
+    assert [s.graph for s in observer.trace.steps] == [2, 1, 3, 4]

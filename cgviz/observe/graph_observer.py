@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from cgviz.observe.observer import TorchObserver
 
 RAW_BATCH = 4096
+# What torch's caching allocator does with a pool no graph uses any longer (releasePool): it
+# becomes freeable, and only release_cached_blocks (empty_cache(), or an allocation's last try
+# before running out of memory) gives its unused segments back; no other allocation takes them.
+RELEASED_POOL = ("no other allocation takes its memory, which stays reserved from the device until "
+                 "torch.cuda.empty_cache() (or an allocation that finds no free memory) frees the segments "
+                 "no live tensor holds")
 _GRAPHS_FILE = "torch/cuda/graphs.py"
 
 
@@ -99,6 +105,8 @@ class GraphObserver:
         self._streams: dict[tuple, int] = {}
         self._capturing: dict[int, _Capture] = {}  # id(CUDAGraph) -> its capture under way
         self._in_tree: set[int] = set()  # graph ids whose replays are the trees' execute steps
+        self._in_pool: dict[int, int] = {}  # pool -> its graphs not yet destroyed
+        self._pool_released: set[int] = set()  # destroyed graph ids whose pool no other graph used
         self._replay_steps: dict[int, tuple] = {}  # graph id -> (key, name, reason) of its replays
         self._raw: list[int] = []  # replayed graph ids not yet made into steps (trace level "events")
         self._rows: list[tuple[int, int, int]] = []  # (graph id, rows used, rows replayed) said by the caller
@@ -143,10 +151,7 @@ class GraphObserver:
             view.pool_bytes = _pool_bytes(handle, began.device)
         if self.read_kernels and began.tree is None and self.kernels_readable:
             view.kernels = graph_kernels(graph)
-        self._views[gid] = view
-        self.trace.graphs.append(view)
-        self._ids[id(graph)] = gid
-        self._finalizers.append(weakref.finalize(graph, _graph_freed, weakref.ref(self), gid, id(graph)))
+        self._hold(graph, view)
         if "device" not in self.trace.meta:
             self.trace.meta["device"] = device_described(began.device)
         if began.tree is not None and self.tree is not None:
@@ -165,6 +170,14 @@ class GraphObserver:
                 f"{view.device}, into {pool}; the device reserved {format_bytes(view.memory)} more for it, and "
                 f"its capture took {view.capture_ms:.1f} ms")
 
+    def _hold(self, graph: Any, view: GraphView) -> None:
+        """A graph's view goes into the trace; the graph itself is held only weakly."""
+        self._views[view.id] = view
+        self.trace.graphs.append(view)
+        self._ids[id(graph)] = view.id
+        self._in_pool[view.pool] = self._in_pool.get(view.pool, 0) + 1
+        self._finalizers.append(weakref.finalize(graph, _graph_freed, weakref.ref(self), view.id, id(graph)))
+
     def adopted(self, graph: Any) -> int:
         """A graph captured before observing began, replayed now: it gets an id and a view that
         says so (what its capture was is not known)."""
@@ -173,10 +186,7 @@ class GraphObserver:
         view = GraphView(id=gid, site="captured before observing began", origin="CUDAGraph",
                          device=f"cuda:{torch.cuda.current_device()}", stream=0,
                          pool=self._pools.setdefault(handle, len(self._pools) + 1))
-        self._views[gid] = view
-        self.trace.graphs.append(view)
-        self._ids[id(graph)] = gid
-        self._finalizers.append(weakref.finalize(graph, _graph_freed, weakref.ref(self), gid, id(graph)))
+        self._hold(graph, view)
         return gid
 
     # -- replays: the hot path -------------------------------------------------------------------
@@ -270,16 +280,18 @@ class GraphObserver:
         if view is None or view.destroyed or not self.active:
             return
         view.destroyed = True
+        self._in_pool[view.pool] -= 1
         if gid not in self._in_tree:
+            if not self._in_pool[view.pool]:  # decided now: the step is made later, maybe after others died
+                self._pool_released.add(gid)
             self._note(-gid)
 
     def _destroy_step(self, gid: int) -> None:
         view = self._views[gid]
-        shared = any(g.pool == view.pool and not g.destroyed for g in self._views.values())
-        pool = (f"pool {view.pool} stays: other graphs still use it" if shared else
-                f"torch releases pool {view.pool}: its memory stays reserved, for other allocations to reuse")
-        self._step("destroy", view, f"{view.name} was destroyed after {view.replays} replays; {pool}", 0.0,
-                   catch_up=False)
+        pool = (f"torch releases pool {view.pool}: {RELEASED_POOL}" if gid in self._pool_released else
+                f"pool {view.pool} stays: other graphs still use it")
+        replays = f"{view.replays} replay" + ("" if view.replays == 1 else "s")
+        self._step("destroy", view, f"{view.name} was destroyed after {replays}; {pool}", 0.0, catch_up=False)
 
     def forget(self, graph_key: int, gid: int) -> None:
         if self._ids.get(graph_key) == gid:

@@ -31,8 +31,9 @@ _SITE = re.compile(r"^(?P<file>[^\s:()]+):(?P<line>\d+) in (?P<function>[^\s(]+)
 
 REPLAYS_EXACTLY = "a graph replays the exact kernels and addresses it captured"
 POOL_RETURNS = (
-    "the memory of a pool that no graph uses any longer goes back to torch's caching allocator, but for blocks of "
-    "tensors still alive (it stays reserved from the device until torch.cuda.empty_cache())"
+    "torch releases a pool that no graph uses any longer, but no other allocation takes its memory: it stays "
+    "reserved from the device until torch.cuda.empty_cache() (or an allocation that finds no free memory) frees "
+    "the segments that no tensor still alive holds"
 )
 RELEASE_FIX = (
     "release a graph you replace: call its reset() or drop every reference to it, and drop the outputs it "

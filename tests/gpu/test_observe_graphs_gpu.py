@@ -147,6 +147,42 @@ def test_two_graphs_share_a_pool():
     assert [(p.pool, p.shared) for p in pools(trace)] == [(a.pool, True), (c.pool, False)]
 
 
+def test_graphs_of_a_shared_pool_destroyed_together_each_say_what_became_of_the_pool():
+    """Only the last graph of a pool to die releases it; the steps are made after all died."""
+    from cgviz.observe.graph_observer import RELEASED_POOL
+
+    pool = torch.cuda.graph_pool_handle()
+    x = torch.randn(64, 64, device="cuda")
+    with cgviz.observe_graphs() as trace:
+        g1, _ = _capture(_fn, x, pool)
+        g2, _ = _capture(lambda t: t.sin() + 1, x, pool)
+        g2.replay()
+        del g1, g2  # both die before their destructions are made into steps
+        gc.collect()
+    reasons = [s.reason for s in trace.steps if s.kind == "destroy"]
+    assert reasons == ["graph 1 was destroyed after 0 replays; pool 1 stays: other graphs still use it",
+                       f"graph 2 was destroyed after 1 replay; torch releases pool 1: {RELEASED_POOL}"]
+
+
+def test_a_released_pool_s_memory_is_taken_by_no_other_allocation_until_empty_cache():
+    """What cgviz says of a released pool (RELEASED_POOL), as this torch does it."""
+    mib = 1 << 20
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = torch.empty(16 * mib, device="cuda")  # 64 MiB, in the graph's own pool
+        y.fill_(1)
+    del y, graph
+    gc.collect()
+    released = torch.cuda.memory_reserved()
+    z = torch.empty(16 * mib, device="cuda")  # as large: it does not go where the pool's block was
+    assert torch.cuda.memory_reserved() == released + 64 * mib
+    del z
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() <= released - 64 * mib
+
+
 def test_a_tree_graph_is_linked_to_its_node_not_doubled():
     torch._dynamo.reset()
     fn = torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead")
