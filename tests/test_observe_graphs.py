@@ -258,3 +258,14 @@ def test_only_the_last_graph_of_a_pool_to_die_says_torch_releases_the_pool():
     assert reasons[3] == f"graph 3 was destroyed after 2 replays; torch releases pool 1: {RELEASED_POOL}"
     assert reasons[4] == f"graph 4 was destroyed after 0 replays; torch releases pool 2: {RELEASED_POOL}"
     assert [s.graph for s in observer.trace.steps] == [2, 1, 3, 4]
+
+
+@pytest.mark.parametrize("name", ["serving_runner", "serving_runner-recapture"])
+def test_the_shipped_runs_release_their_shared_pool_once_at_the_last_destruction(name):
+    """Recorded on the GPU: every graph of the runner shares pool 1, so only the last to die releases it."""
+    from cgviz.data import graph_trace
+
+    destroys = [s for s in graph_trace(name).steps if s.kind == "destroy"]
+    assert len(destroys) >= 7
+    assert all("; pool 1 stays: other graphs still use it" in s.reason for s in destroys[:-1])
+    assert "; torch releases pool 1: no other allocation takes its memory" in destroys[-1].reason
