@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from cgviz.progress import ProgressBar
+from cgviz.trace.units import plural
 
 SCENARIO_DEFAULT = "branching"
 
@@ -88,7 +89,7 @@ def _demo(args: argparse.Namespace) -> int:
         _say(run.tree.explain())
     else:
         counts = ", ".join(f"{n} {kind}" for kind, n in trace.counts().items() if n)
-        _say(f"{len(trace.steps)} steps ({counts}) on {trace.meta.get('device', args.backend)}")
+        _say(f"{plural(len(trace.steps), 'step')} ({counts}) on {trace.meta.get('device', args.backend)}")
     if run.mismatches:
         _complain("demo", "\n  ".join(["results that differ from eager:", *map(str, run.mismatches)]))
         return 1
@@ -173,7 +174,7 @@ def _render(args: argparse.Namespace) -> int:
         return 1
     finally:
         bar.close()
-    _say(f"{len(trace.steps)} steps from {args.trace} → {out} (open {Path(out).resolve().as_uri()} in a browser)")
+    _say(f"{plural(len(trace.steps), 'step')} from {args.trace} → {out} (open {Path(out).resolve().as_uri()} in a browser)")
     return 0
 
 

@@ -481,7 +481,7 @@ def _page_bundle(trace: Any) -> dict:
     return {
         "text/html": f'<iframe srcdoc="{html.escape(page)}" style="width:100%;height:820px;border:0" '
                      f'title="cgviz explorer"></iframe>',
-        "text/plain": f"cgviz explorer: {len(trace.steps)} steps ({counts or 'none'})",
+        "text/plain": f"cgviz explorer: {plural(len(trace.steps), 'step')} ({counts or 'none'})",
     }
 
 

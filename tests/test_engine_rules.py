@@ -299,6 +299,12 @@ def test_the_managed_input_limit_is_an_option_in_2_15():
     assert "moved 2 times under node" in g[1].reason
 
 
+def test_a_limit_of_one_move_is_said_in_the_singular():
+    tree, g = moving_path_output("2.15", managed_input_rerecord_limit=1)
+    said = next(s.reason for s in g if "cudagraph_managed_input_rerecord_limit=1" in s.reason)
+    assert "moved 1 time under node" in said
+
+
 @pytest.mark.parametrize("release", ["2.13", "2.14"])
 def test_no_managed_input_demotion_before_2_15(release):
     tree, g = moving_path_output(release)

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
+from cgviz.trace.units import plural
+
 RELEASES = ("2.11", "2.12", "2.13", "2.14", "2.15")
 FIRST, LAST = RELEASES[0], RELEASES[-1]
 
@@ -305,7 +307,7 @@ def limit_reason(rules: Rules, label: str, where: str, limit: int, mismatch: str
     """Why a function runs eagerly at one place once past the re-record limit."""
     causes = " or ".join(_CAUSES[k] for k in (MANAGED, DEAD, STATIC) if rules.counts(k))
     return (
-        f"{label} runs eagerly {where}: re-recorded {limit} times there because {causes} "
+        f"{label} runs eagerly {where}: re-recorded {plural(limit, 'time')} there because {causes} "
         f"(cudagraph_unexpected_rerecord_limit in {span(rules, 'rerecord_limit_applies')}: rerecord_limit={limit}); "
         f"{mismatch}"
     )
@@ -362,7 +364,7 @@ def managed_note(rules: Rules, moves: ManagedMoves, moved: Iterable[int], owners
     if moves.newly_demoted:
         them = "it" if len(moves.newly_demoted) == 1 else "them"
         return (
-            f"{_inputs(moves.newly_demoted, owners)} moved {limit} times {where}: {releases} copies {them} "
+            f"{_inputs(moves.newly_demoted, owners)} moved {plural(limit, 'time')} {where}: {releases} copies {them} "
             f"from now on ({options})"
         )
     shown = [i for i in moved if i in moves.counts and i not in moves.demoted]
@@ -376,7 +378,7 @@ def managed_skip_reason(rules: Rules, label: str, moves: ManagedMoves, owners: M
     limit = rules.managed_input_rerecord_limit
     return (
         f"{label} runs eagerly {where}: an input that is an output of the path kept moving there "
-        f"({_inputs(moves.reached, owners)} moved {limit} times), and {span(rules, 'managed_input_action')} runs "
+        f"({_inputs(moves.reached, owners)} moved {plural(limit, 'time')}), and {span(rules, 'managed_input_action')} runs "
         f"{label} eagerly at this place from now on (cudagraph_managed_input_rerecord_limit={limit}, action 'skip')"
     )
 

@@ -28,7 +28,7 @@ from cgviz.observe.graph_data import graph_kernels
 from cgviz.trace.fold import StepLog, decision_key
 from cgviz.trace.model import GraphView, Step, Trace
 from cgviz.trace.ranks import device_described
-from cgviz.trace.units import format_bytes
+from cgviz.trace.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from cgviz.observe.observer import TorchObserver
@@ -290,8 +290,8 @@ class GraphObserver:
         view = self._views[gid]
         pool = (f"torch releases pool {view.pool}: {RELEASED_POOL}" if gid in self._pool_released else
                 f"pool {view.pool} stays: other graphs still use it")
-        replays = f"{view.replays} replay" + ("" if view.replays == 1 else "s")
-        self._step("destroy", view, f"{view.name} was destroyed after {replays}; {pool}", 0.0, catch_up=False)
+        self._step("destroy", view, f"{view.name} was destroyed after {plural(view.replays, 'replay')}; {pool}", 0.0,
+                   catch_up=False)
 
     def forget(self, graph_key: int, gid: int) -> None:
         if self._ids.get(graph_key) == gid:

@@ -13,7 +13,7 @@ import torch
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.diagnose import GRAPH_BREAK, graph_name  # noqa: F401  (GRAPH_BREAK: the observer's words)
 from cgviz.trace.paths import code_dirs, frames_from, traceback_frames, user_line
-from cgviz.trace.units import format_bytes
+from cgviz.trace.units import format_bytes, plural
 
 OVERWRITTEN = "overwritten by a subsequent run"
 # frames in these directories are not the user's code: torch, cgviz, Python's own library (and
@@ -92,7 +92,7 @@ def demoted_note(inputs: list[int], action: str, limit: object) -> str:
     what = ("torch records this graph copying it in, so later moves replay instead of recording again"
             if action == "copy"
             else "torch runs this function eagerly at this place of the tree from now on")
-    return (f"input {which} (an output of the path) moved {limit} times here: {what} "
+    return (f"input {which} (an output of the path) moved {plural(limit, 'time')} here: {what} "
             f"(cudagraph_managed_input_rerecord_limit = {limit}, action '{action}')")
 
 

@@ -105,7 +105,7 @@ def coverage(steps: list[Step], times: list[int], meta: dict, eager: list[Findin
         return [Finding("error", "graphed", title, [first_call], numbers, _fix_for_functions(steps, per_function))]
     out = [Finding(
         "info", "coverage",
-        f"{replayed} of {total} calls replayed a CUDA graph ({100 * replayed / total:.0f} %); the rest warmed up, "
+        f"{replayed} of {plural(total, 'call')} replayed a CUDA graph ({100 * replayed / total:.0f} %); the rest warmed up, "
         "recorded or ran eagerly", [first_call], numbers,
     )]
     for name, counts in sorted(per_function.items()):

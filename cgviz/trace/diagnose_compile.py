@@ -18,7 +18,7 @@ from cgviz.trace.reasons import (
     GRAPH_BREAK, OBSERVE_FIRST_CALL, PARTITIONED, at_source, fix_for, graph_name, torch_skip, torch_skipped,
     user_source,
 )
-from cgviz.trace.units import format_us
+from cgviz.trace.units import format_us, plural
 
 
 _BREAK = re.compile(r"^graph break in (?P<function>\S+)")
@@ -63,7 +63,7 @@ def graph_breaks(steps: list[Step]) -> list[Finding]:
         cost = ""
         if gaps:
             numbers["between_graphs_us"] = statistics.median(gaps)
-            cost = f"; each call spends {format_us(statistics.median(gaps))} between them (median of {len(gaps)} calls)"
+            cost = f"; each call spends {format_us(statistics.median(gaps))} between them (median of {plural(len(gaps), 'call')})"
         where = f" at {source['file']}:{source['line']}" if source else ""
         title = f"{root} runs as {count + 1} graphs with Python between them: a graph break{where} ({cause}){cost}"
         out.append(Finding("warning", "graph_break", title, [step.index], numbers, _break_fix(cause)))
