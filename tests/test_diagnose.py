@@ -290,3 +290,19 @@ def test_an_output_fed_back_after_mark_step_names_mark_step_as_what_invalidated_
     assert "mark_step() (step 2, generation 2) invalidated it" in finding.title
     assert "each call of a compiled function" not in finding.title
     assert finding.numbers["cause"] == "an output fed back into the next call was invalidated by the mark_step() before it"
+
+
+@pytest.mark.parametrize("where", ["sim", "gpu"])
+def test_an_output_kept_across_mark_steps_is_said_invalidated_by_the_mark_step_that_did_it(where):
+    """The generations scenario keeps g's output of generation 4 and hands it to g after two more
+    mark_step()s: the one that began generation 5 invalidated it, at a repeat of a folded block;
+    not the last one, and not f's output that the last one invalidated."""
+    from cgviz.scenarios import run_scenario
+
+    trace = run_scenario("generations", device="sim").trace if where == "sim" else gpu_trace("generations")
+    (found,) = cgviz.diagnose(trace).of("overwritten")
+    began = trace.steps[found.evidence[1]]
+    assert began.kind == "generation" and began.generation == 4 and trace.steps[began.index + 2].repeat == 2
+    assert found.numbers["generation"] == 5 and found.numbers["cause"] == "an output kept across calls was overwritten"
+    assert f"step {began.index + 1} (at a repeat of its block) began generation 5" in found.title
+    assert "node 2" not in found.title

@@ -359,3 +359,12 @@ def test_keyboard_interrupt_is_recorded_and_propagates(tree):
     with pytest.raises(KeyboardInterrupt):
         ti(data(4))
     assert last_step(tree).kind == "error" and "KeyboardInterrupt" in last_step(tree).reason
+
+
+def test_an_error_message_ending_a_sentence_is_followed_by_a_sentence(tree):
+    def sentence(x):
+        raise ValueError("the batch is empty.")
+
+    with pytest.raises(ValueError, match=r"^the batch is empty\.$"):
+        tree.wrap(sentence, name="sentence")(data(8))
+    assert last_step(tree).reason == "sentence raised ValueError: the batch is empty. No node was added."

@@ -55,9 +55,9 @@ def record_reason(variant: Variant, parent: Optional[Node], mismatches: list[str
 def note_error(recorder: "Recorder", label: str, exc: BaseException, start: float) -> None:
     """An error step for an exception on its way to the caller; recording it never replaces it."""
     try:
-        recorder.step(
-            "error", f"{label} raised {describe_exception(exc)}; no node was added", function=label, start=start
-        )
+        described = describe_exception(exc)
+        added = " No node was added." if described.endswith(".") else "; no node was added"
+        recorder.step("error", f"{label} raised {described}{added}", function=label, start=start)
     except Exception as failure:  # the user's exception goes on unchanged
         warnings.warn(f"cgviz could not record the error step of {label}: {describe_exception(failure)}",
                       stacklevel=3)

@@ -63,6 +63,9 @@ FEEDBACK_FIX = (
     "(state.copy_(h)) and pass that"
 )
 _BACKWARD_READ = "autograd's backward read it"
+# cgviz's own tree says which output a call read and which mark_step() invalidated it (engine/path.py)
+_TREE_INVALIDATED = re.compile(r"output (?P<output>\d+) of .+? \(node (?P<node>\d+), generation \d+\) was "
+                               r"invalidated when mark_step\(\) began generation (?P<generation>\d+)")
 
 
 def overwritten_outputs(steps: list[Step], meta: dict) -> list[Finding]:
@@ -75,18 +78,27 @@ def overwritten_outputs(steps: list[Step], meta: dict) -> list[Finding]:
         if step.kind != "error" or OVERWRITTEN not in step.reason:
             continue
         before = steps[: step.index]
-        began = next((s for s in reversed(before) if s.kind == "generation" and s.invalidated), None) \
-            or next((s for s in reversed(before) if s.kind == "generation"), None)
+        named = _TREE_INVALIDATED.search(step.reason)  # a cgviz tree names the output and the generation
+        if named:
+            generation = int(named["generation"])
+            began = next((s for s in reversed(before) if s.kind == "generation" and s.generation <= generation), None)
+        else:
+            began = next((s for s in reversed(before) if s.kind == "generation" and s.invalidated), None) \
+                or next((s for s in reversed(before) if s.kind == "generation"), None)
+            generation = None if began is None else began.generation
         evidence = [step.index] + ([began.index] if began is not None else [])
         source = user_source(step.reason)
-        numbers: dict = {"generation": None if began is None else began.generation, "source": source}
+        numbers: dict = {"generation": generation, "source": source}
         when = ""
         if began is not None:
             by = next((s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS and s.function), None)
-            when = (f" when step {began.index + 1} began generation {began.generation}"
+            repeat = " (at a repeat of its block)" if generation != began.generation else ""
+            when = (f" when step {began.index + 1}{repeat} began generation {generation}"
                     + (f" (before the call of {by.function})" if by else ""))
         where = f" at {source['file']}:{source['line']}" if source else ""
         invalid = [(n, o) for n, o, *_ in (began.invalidated if began is not None else [])]
+        if named:
+            invalid = [(n, o) for n, o in invalid if (n, o) == (int(named["node"]), int(named["output"]))]
         grads = [(n, o) for n, o in invalid if "(backward)" in made.get(n, "")]
         calls_between = [s for s in steps[began.index + 1: step.index] if s.kind in CALL_KINDS] if began else []
         handed = [(n, o) for n, o in invalid if made.get(n)]
