@@ -56,3 +56,13 @@ def test_the_frame_has_a_dark_colour_for_each_light_one_it_changes():
 def test_the_style_sheet_of_page_and_widget_carries_the_theme_first():
     css = page_css()
     assert css.startswith(page_theme_css()) and (PAGE / "page.css").read_text(encoding="utf-8") in css
+
+
+def test_the_dark_pictures_filter_is_the_one_the_kind_colours_follow():
+    """page.css inverts the pictures with the filter as_dark_picture computes the kinds' dark colours by."""
+    from cgviz.views.style import DARK_PICTURE_FILTER, STEP_COLORS, as_dark_picture
+
+    css = (PAGE / "page.css").read_text(encoding="utf-8")
+    assert css.count(f"--picture-filter:{DARK_PICTURE_FILTER}") == 2
+    dark = page_theme_css().split(".cgviz.cg-dark{", 1)[1]
+    assert f"--k-record:{as_dark_picture(STEP_COLORS['record'])}" in dark and as_dark_picture("#0072b2") == "#51a8d8"

@@ -370,7 +370,7 @@ class PageData:
                            else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
                  for k, v in ((k, meta[k]) for k in keys)]
         n, calls = len(self.trace.steps), self.trace.calls
-        count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} calls, repeats counted)" if calls != n else "")
+        count = f"{n} step{'' if n == 1 else 's'}" + (f" ({calls} with repeats)" if calls != n else "")  # as the timeline says
         return {"meta": items, "count": count,
                 "kinds": [KIND_COUNT.pack(kind=k, count=v) for k, v in self.trace.counts().items() if v]}
 

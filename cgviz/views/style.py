@@ -262,13 +262,27 @@ PAGE_DARK: dict[str, str] = {
 #: The selectors of a dark page: the front end's own, and JupyterLab's and VS Code's dark themes.
 DARK_PAGE = ".cgviz.cg-dark"
 DARK_HOSTS = 'body[data-jp-theme-light="false"] .cgviz,body.vscode-dark .cgviz'
+#: How a dark page shows the pictures, drawn on white (page.css's --picture-filter).
+DARK_PICTURE_FILTER = "invert(.88) hue-rotate(180deg)"
+
+
+def as_dark_picture(color: str) -> str:
+    """A colour as DARK_PICTURE_FILTER shows it (CSS filters work on sRGB values): a step kind's
+    colour beside the pictures, so that a dark page's step list and headline match its timeline."""
+    rgb = [int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c + 0.88 * (1 - 2 * c) for c in rgb)  # invert(.88)
+    # hue-rotate(180deg): the Filter Effects matrix with cos = -1, sin = 0
+    out = (-0.574 * r + 1.430 * g + 0.144 * b, 0.426 * r + 0.430 * g + 0.144 * b, 0.426 * r + 1.430 * g - 0.856 * b)
+    return "#" + "".join(f"{round(255 * min(1.0, max(0.0, c))):02x}" for c in out)
 
 
 def page_theme_css() -> str:
     """The page's frame colours as CSS custom properties of `.cgviz` (page.css reads them and
-    names no colour itself): light, following JupyterLab's theme where it sets one; dark."""
+    names no colour itself): light, following JupyterLab's theme where it sets one; dark, with
+    the step kinds' colours as the dark pictures show them."""
     light = [f"--{k}:var({PAGE_JUPYTER[k]},{v})" if k in PAGE_JUPYTER else f"--{k}:{v}" for k, v in PAGE_LIGHT.items()]
     light += [f"--accent:var(--selected,{TREE_STYLE['selected_border']})", f"--err:var(--invalid,{TREE_STYLE['invalid']})"]
-    hosts = [f"--{k}:{v}" for k, v in PAGE_DARK.items() if k not in PAGE_JUPYTER]
-    dark = [f"--{k}:{v}" for k, v in PAGE_DARK.items()]
+    kinds = [f"--k-{kind}:{as_dark_picture(color)}" for kind, color in STEP_COLORS.items()]
+    hosts = [f"--{k}:{v}" for k, v in PAGE_DARK.items() if k not in PAGE_JUPYTER] + kinds
+    dark = [f"--{k}:{v}" for k, v in PAGE_DARK.items()] + kinds
     return f".cgviz{{{';'.join(light)}}}{DARK_HOSTS}{{{';'.join(hosts)}}}{DARK_PAGE}{{{';'.join(dark)}}}"

@@ -159,6 +159,47 @@ def test_page_step_kind_counts_are_legible(browser: Any, tmp_path: Path, scheme:
         context.close()
 
 
+def test_a_dark_page_gives_each_step_kind_the_colour_its_pictures_show(browser: Any, tmp_path: Path) -> None:
+    """The step list, headline and counts of a dark page take each kind's colour as the dark
+    pictures' filter shows it (as_dark_picture, checked against Chromium's own rendering), so
+    that they match the timeline; and a merged trace's per-rank trees are filtered once."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from test_rank_trees import _rank_trace
+
+    from cgviz.trace.ranks import merge
+    from cgviz.views.style import DARK_PICTURE_FILTER, STEP_COLORS, as_dark_picture
+
+    merged = merge([_rank_trace(0, [4, 4, 4, 4]), _rank_trace(1, [4, 4, 8, 8, 8])])
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
+    try:
+        page, _, errors = open_page(context, exported(merged, tmp_path / "merged.html"))
+        for kind, color in STEP_COLORS.items():
+            page.evaluate("""([c, f]) => { const d = document.createElement("div"); d.id = "swatch";
+                d.style.cssText = `position:fixed;left:0;top:0;width:40px;height:40px;z-index:99999;background:${c};filter:${f}`;
+                document.body.appendChild(d); }""", [color, DARK_PICTURE_FILTER])
+            png = page.screenshot(clip={"x": 10, "y": 10, "width": 1, "height": 1})
+            page.evaluate("() => document.getElementById('swatch').remove()")
+            from io import BytesIO
+
+            from PIL import Image
+
+            shown = Image.open(BytesIO(png)).convert("RGB").getpixel((0, 0))
+            want = tuple(int(as_dark_picture(color)[i:i + 2], 16) for i in (1, 3, 5))
+            assert max(abs(a - b) for a, b in zip(shown, want)) <= 2, (kind, shown, want)
+            if kind != "generation":  # a new generation takes the text colour on a dark page
+                said = page.evaluate("(k) => getComputedStyle(document.querySelector('.cgviz')).getPropertyValue('--k-' + k)",
+                                     kind).strip()
+                assert said == as_dark_picture(color), (kind, said)
+        record = page.evaluate("() => getComputedStyle(document.querySelector('.cgviz .counts .k-record'), '::before').backgroundColor")
+        assert record == "rgb({}, {}, {})".format(*(int(as_dark_picture(STEP_COLORS["record"])[i:i + 2], 16) for i in (1, 3, 5)))
+        filters = page.evaluate("() => [...document.querySelectorAll('.cgviz .cg-tree-box svg')].map((s) => getComputedStyle(s).filter)")
+        assert len(filters) >= 2 and filters[0] == DARK_PICTURE_FILTER.replace(".88", "0.88")
+        assert set(filters[1:]) == {"none"}, filters  # the ranks' trees inside it are not inverted back
+        assert errors == []
+    finally:
+        context.close()
+
+
 MARKER_AND_TITLE_JS = r"""
 () => {
   const title = [...document.querySelectorAll(".cgviz .cg-timeline text")].find((t) => t.textContent.startsWith("Timeline:"));

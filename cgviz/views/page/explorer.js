@@ -93,7 +93,7 @@ export function mount(root, payload, host) {
     const nb = q("notices"); nb.textContent = "";
     h.notices.forEach((t) => nb.appendChild(el("p", "notice", t)));
     const digits = String(h.n).length + 1;
-    style.textContent = ".cgviz{" + (h.css || "") + "}" + Object.keys(h.colors).map((k) => ".cgviz .k-" + k + "{--k:" + h.colors[k] + "}").join("") +
+    style.textContent = ".cgviz{" + (h.css || "") + "}" + Object.keys(h.colors).map((k) => ".cgviz .k-" + k + "{--k:var(--k-" + k + "," + h.colors[k] + ")}").join("") +
       ".cgviz .cg-steps .sn{min-width:" + digits + "ch}.cgviz .cg-steps .why{padding-left:" + digits + "ch}";
     root.classList.toggle("no-pictures", !!h.empty);
     applyHead(model, h);
