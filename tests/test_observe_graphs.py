@@ -269,3 +269,94 @@ def test_the_shipped_runs_release_their_shared_pool_once_at_the_last_destruction
     assert len(destroys) >= 7
     assert all("; pool 1 stays: other graphs still use it" in s.reason for s in destroys[:-1])
     assert "; torch releases pool 1: no other allocation takes its memory" in destroys[-1].reason
+
+
+def _observer_holding(*pools: int, trace: str = "events", tree=None):
+    from cgviz.observe.graph_observer import GraphObserver
+
+    observer = GraphObserver(trace=trace, tree=tree)
+    graphs = [_Graph() for _ in pools]
+    for gid, (graph, pool) in enumerate(zip(graphs, pools), start=1):
+        observer._hold(graph, GraphView(id=gid, site="model.py:3 in f", origin="torch.cuda.graph",
+                                        device="cuda:0", stream=7, pool=pool))
+    return observer, graphs
+
+
+def test_a_capture_says_it_shares_its_pool_with_the_graphs_still_alive_only():
+    observer, graphs = _observer_holding(1, 1, 1)
+    del graphs[0]  # graph 1 died; graphs 2 and 3 still use pool 1
+    reason = observer._capture_reason(observer._views[3])
+    assert "into pool 1, shared with graph 2;" in reason, reason
+    del graphs[0]
+    assert "into pool 1 (its own);" in observer._capture_reason(observer._views[3])
+
+
+def test_a_destroy_step_starts_when_the_graph_died_not_when_the_step_is_made(monkeypatch):
+    from cgviz.observe import graph_observer
+
+    observer, graphs = _observer_holding(1)
+    clock = [1000.0]
+    monkeypatch.setattr(graph_observer.time, "time", lambda: clock[0])
+    del graphs[0]
+    clock[0] = 1060.0  # the step is made a minute later
+    observer.catch_up()
+    (step,) = [s for s in observer.trace.steps if s.kind == "destroy"]
+    assert step.start == 1000.0
+
+
+def test_a_graph_of_the_trees_counts_its_replays_and_makes_no_step():
+    """Its replays are torch's own (the record's first replay, each execute): counted on its view."""
+    observer, graphs = _observer_holding(1)
+    observer._in_tree.add(1)
+    assert [observer.replay_began(graphs[0]) for _ in range(3)] == [None] * 3
+    assert observer._views[1].replays == 3
+    assert observer.trace.steps == []
+
+
+class _NeverCaptured:
+    def pool(self):
+        raise RuntimeError("Called CUDAGraph::pool() without a preceding successful capture.")
+
+
+def test_a_graph_never_captured_is_not_adopted_and_torch_raises_its_own_error():
+    from cgviz.observe.graph_observer import GraphObserver
+
+    observer = GraphObserver(trace="events")
+    graph = _NeverCaptured()
+    assert observer.replay_began(graph) is None
+    assert observer._views == {} and observer.trace.graphs == []
+
+
+def test_a_replay_made_into_a_step_later_keeps_the_generation_it_happened_in():
+    """Replays of graphs 1 and 2 in turn fold; the half-done repetition is made into steps only
+    when the next generation's step comes: the replay still says generation 1."""
+    from cgviz.observe.observer import TorchObserver
+
+    tree = TorchObserver("events")
+    observer, graphs = _observer_holding(1, 1, tree=tree)
+    tree.graph_sink = observer
+    for gid in (1, 2, 1, 2, 1):
+        observer.noted(gid)
+    tree._new_generation(None)
+    tree.log.flush()
+    replays = [s for s in tree.trace.steps if s.kind == "replay"]
+    assert [(s.graph, s.generation) for s in replays][-1] == (1, 1)
+    assert tree.trace.steps[-1].kind == "generation" and tree.trace.steps[-1].generation == 2
+
+
+def test_block_error_reads_the_exception_that_ends_a_graph_block():
+    """torch.cuda.graph's __exit__(self, *args) ends the capture; the error is its args[1]."""
+    from cgviz.observe.graph_observer import block_error
+
+    source = ("import sys\n"
+              "class graph:\n"
+              "    def __exit__(self, *args):\n"
+              "        return end()\n"
+              "def end():\n"
+              "    return sys._getframe(1)\n")
+    space: dict = {}
+    exec(compile(source, os.path.join("site-packages", "torch", "cuda", "graphs.py"), "exec"), space)
+    error = ValueError("bad batch")
+    assert block_error(space["graph"]().__exit__(ValueError, error, None)) is error
+    assert block_error(space["graph"]().__exit__(None, None, None)) is None
+    assert block_error(sys._getframe()) is None  # no graph block up the stack

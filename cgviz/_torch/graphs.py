@@ -1,5 +1,8 @@
 """A CUDA graph that keeps what it captured, and the DOT text CUDA writes for it (public torch
-API: `CUDAGraph.enable_debug_mode`, `debug_dump`); `kernels.py` reads the text."""
+API: `CUDAGraph(keep_graph=True)`, `debug_dump`); `kernels.py` reads the text.
+
+Not `enable_debug_mode()`: up to torch 2.13 it sets one flag for the whole process, and every
+CUDA graph captured after it, whoever made it, keeps its template in memory until it dies."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Any
 
 
 def inspectable_graph() -> Any:
-    """A CUDAGraph that keeps its cudaGraph_t after instantiation, so that `graph_dot` can print
-    it (torch's debug mode; `keep_graph=True` where torch has it, as recent releases need)."""
+    """A CUDAGraph that keeps its cudaGraph_t after instantiation (`keep_graph=True`, this graph
+    alone), so that `graph_dot` can print it."""
     return inspectable_graph_class()()
 
 
@@ -23,17 +26,10 @@ def inspectable_graph_class() -> type:
         # torch's graph takes keep_graph twice: in __new__ (its Python class) and in __init__
         # (the C++ class); a call with no arguments must pass True to both
         def __new__(cls, keep_graph: bool = False) -> Any:
-            try:
-                return super().__new__(cls, True)
-            except TypeError:  # releases before keep_graph kept the graph in debug mode alone
-                return super().__new__(cls)
+            return super().__new__(cls, True)
 
         def __init__(self, keep_graph: bool = False) -> None:
-            try:
-                super().__init__(True)
-            except TypeError:
-                super().__init__()
-            self.enable_debug_mode()
+            super().__init__(True)
 
     return InspectableGraph
 

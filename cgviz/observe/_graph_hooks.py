@@ -72,8 +72,9 @@ def _capture_start(graph: Any) -> None:
 
 
 def _capture_end(graph: Any) -> None:
+    frame = sys._getframe(1)
     for obs in ACTIVE:
-        obs.capture_ended(graph)
+        obs.capture_ended(graph, frame)
 
 
 def _replay_start(graph: Any) -> None:
@@ -111,8 +112,10 @@ def _wrap_capture_begin(original: Callable) -> Callable:
 def _wrap_capture_end(original: Callable) -> Callable:
     def capture_end(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        for obs in ACTIVE:
-            obs.capture_ended(self)
+        if ACTIVE:
+            frame = sys._getframe(1)
+            for obs in ACTIVE:
+                obs.capture_ended(self, frame)
 
     return capture_end
 

@@ -57,6 +57,22 @@ class _Capture(NamedTuple):
     owner: Any  # a weak reference to the tree's node (or manager) capturing it: a failed capture keeps nothing
 
 
+def block_error(frame: Any) -> Optional[BaseException]:
+    """The exception that ends a `with torch.cuda.graph(...)` block, read from the `__exit__`
+    just up the stack that ends its capture; None where the block ended normally, or the
+    capture was ended another way."""
+    for _ in range(4):  # capture_end's caller, or (hook route) torch's hook runner's
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "__exit__" and code.co_filename.replace("\\", "/").endswith(_GRAPHS_FILE):
+            args = frame.f_locals.get("args") or ()
+            error = args[1] if len(args) > 1 else None
+            return error if isinstance(error, BaseException) else None
+        frame = frame.f_back
+    return None
+
+
 def capture_origin(frame: Any) -> str:
     """Which of torch's APIs captured: 'make_graphed_callables', 'torch.cuda.graph' or 'CUDAGraph'
     (capture_begin called directly)."""
@@ -107,6 +123,7 @@ class GraphObserver:
         self._in_tree: set[int] = set()  # graph ids whose replays are the trees' execute steps
         self._in_pool: dict[int, int] = {}  # pool -> its graphs not yet destroyed
         self._pool_released: set[int] = set()  # destroyed graph ids whose pool no other graph used
+        self._died_at: dict[int, float] = {}  # destroyed graph id -> when (wall clock), until its step
         self._replay_steps: dict[int, tuple] = {}  # graph id -> (key, name, reason) of its replays
         self._raw: list[int] = []  # replayed graph ids not yet made into steps (trace level "events")
         self._rows: list[tuple[int, int, int]] = []  # (graph id, rows used, rows replayed) said by the caller
@@ -130,8 +147,9 @@ class GraphObserver:
             torch.cuda.memory_reserved(device), graph_batch.current(), tree and tree[0],
             tree and weakref.ref(tree[1]))
 
-    def capture_ended(self, graph: Any) -> None:
-        """Its capture ended: the graph gets its id, its view and its capture step."""
+    def capture_ended(self, graph: Any, frame: Any = None) -> None:
+        """Its capture ended: the graph gets its id, its view and its capture step (`frame`:
+        the stack that ended it)."""
         began = self._capturing.pop(id(graph), None)
         if began is None:
             return
@@ -160,10 +178,16 @@ class GraphObserver:
             if node is not None:
                 view.node = self.tree.node_id(node)
             return
-        self._step("capture", view, self._capture_reason(view), capture_ms / 1e3)
+        reason = self._capture_reason(view)
+        error = block_error(frame)
+        if error is not None:
+            reason += (f"; its block raised {type(error).__name__}, so the graph holds only the work captured "
+                       "before the error")
+        self._step("capture", view, reason, capture_ms / 1e3)
 
     def _capture_reason(self, view: GraphView) -> str:
-        sharing = sorted(g.id for g in self._views.values() if g.pool == view.pool and g.id != view.id)
+        sharing = sorted(g.id for g in self._views.values()
+                         if g.pool == view.pool and g.id != view.id and not g.destroyed)
         pool = f"pool {view.pool}" + (f", shared with {_graph_list(sharing)}" if sharing else " (its own)")
         batch = f" for batch size {view.batch}" if view.batch else ""
         return (f"{view.origin} captured {view.name}{batch} at {view.site}, on capture stream {view.stream} of "
@@ -178,11 +202,15 @@ class GraphObserver:
         self._in_pool[view.pool] = self._in_pool.get(view.pool, 0) + 1
         self._finalizers.append(weakref.finalize(graph, _graph_freed, weakref.ref(self), view.id, id(graph)))
 
-    def adopted(self, graph: Any) -> int:
+    def adopted(self, graph: Any) -> Optional[int]:
         """A graph captured before observing began, replayed now: it gets an id and a view that
-        says so (what its capture was is not known)."""
+        says so (what its capture was is not known). None for a graph with no capture: its
+        replay raises torch's own error, unobserved."""
+        try:
+            handle = tuple(graph.pool())
+        except Exception:
+            return None
         gid, self._next_id = self._next_id, self._next_id + 1
-        handle = tuple(graph.pool())
         view = GraphView(id=gid, site="captured before observing began", origin="CUDAGraph",
                          device=f"cuda:{torch.cuda.current_device()}", stream=0,
                          pool=self._pools.setdefault(handle, len(self._pools) + 1))
@@ -195,7 +223,10 @@ class GraphObserver:
         gid = self._ids.get(id(graph))
         if gid is None:
             gid = self.adopted(graph)
-        elif gid in self._in_tree:
+            if gid is None:
+                return None
+        elif gid in self._in_tree:  # its execute steps are the trees'; the replay is counted
+            self._views[gid].replays += 1
             return None
         batch = graph_batch.current()
         if batch is not None and batch.used is not None:
@@ -257,7 +288,8 @@ class GraphObserver:
             reason = f"{view.name} replayed: the work captured at {view.site}, launched as one graph"
             parts = self._replay_steps[gid] = (decision_key("replay", view.name, None, None, (), reason), reason)
         key, reason = parts
-        self.log.add(key, lambda: self._make("replay", view, reason), 0.0)
+        generation = self._generation()  # now: the step may be made after the generation moved on
+        self.log.add(key, lambda: self._make("replay", view, reason, generation), 0.0)
 
     def _read_times(self, wait: bool) -> None:
         """The replay times of finished replays (all of them with `wait`: at the end)."""
@@ -284,6 +316,7 @@ class GraphObserver:
         if gid not in self._in_tree:
             if not self._in_pool[view.pool]:  # decided now: the step is made later, maybe after others died
                 self._pool_released.add(gid)
+            self._died_at[gid] = time.time()
             self._note(-gid)
 
     def _destroy_step(self, gid: int) -> None:
@@ -291,7 +324,7 @@ class GraphObserver:
         pool = (f"torch releases pool {view.pool}: {RELEASED_POOL}" if gid in self._pool_released else
                 f"pool {view.pool} stays: other graphs still use it")
         self._step("destroy", view, f"{view.name} was destroyed after {plural(view.replays, 'replay')}; {pool}", 0.0,
-                   catch_up=False)
+                   catch_up=False, at=self._died_at.pop(gid, None))
 
     def forget(self, graph_key: int, gid: int) -> None:
         if self._ids.get(graph_key) == gid:
@@ -301,15 +334,19 @@ class GraphObserver:
     def _generation(self) -> int:
         return self.tree.generation if self.tree is not None else 1
 
-    def _make(self, kind: str, view: GraphView, reason: str) -> Step:
-        return Step(index=0, kind=kind, reason=reason, generation=self._generation(), function=view.name,
+    def _make(self, kind: str, view: GraphView, reason: str, generation: Optional[int] = None) -> Step:
+        return Step(index=0, kind=kind, reason=reason,
+                    generation=self._generation() if generation is None else generation, function=view.name,
                     graph=view.id)
 
-    def _step(self, kind: str, view: GraphView, reason: str, duration: float, catch_up: bool = True) -> None:
-        """A capture or destroy step: the events noted before it come first."""
+    def _step(self, kind: str, view: GraphView, reason: str, duration: float, catch_up: bool = True,
+              at: Optional[float] = None) -> None:
+        """A capture or destroy step: the events noted before it come first. It ended `at`
+        (wall clock), or now."""
+        end = time.time() if at is None else at
         if catch_up:
             self.catch_up()
-        start = time.time() - duration
+        start = end - duration
         step = self._make(kind, view, reason)
         step.start, step.duration = start, duration
         self.log.add(decision_key(kind, view.name, None, None, (), reason), step, duration)

@@ -219,6 +219,8 @@ class TorchObserver:
             if len(events) >= raw_events.RAW_BATCH:
                 raw.flush()
         else:
+            if raw.events:  # graphs outside the trees destroyed before it
+                self.catch_up()
             self.snapshots.returning(node)  # this runs in execute_node's wrapper, which holds the outputs
             self._add_replay(manager, self._replay_parts(manager, node), start)
 
@@ -238,6 +240,7 @@ class TorchObserver:
         if self.raw.manager_id == id(manager) or self.raw_manager(manager):
             self.raw.note((PATH_END, self.node_id(before)))
         else:
+            self.catch_up()
             self._path_end(manager, self.node_id(before))
 
     def note_graph_event(self, event: int) -> None:

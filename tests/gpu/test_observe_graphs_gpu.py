@@ -199,7 +199,57 @@ def test_a_tree_graph_is_linked_to_its_node_not_doubled():
     records = [s for s in trace.steps if s.kind == "record"]
     assert {g.node for g in tree_graphs if g.node is not None} <= {s.node for s in records}
     assert plain.counts()["execute"] == 6
+    (node_graph,) = [g for g in tree_graphs if g.node is not None]
+    assert node_graph.replays == trace.counts()["execute"] + 1  # torch replays it once as it records
     torch._dynamo.reset()
+
+
+def test_a_plain_graph_destroyed_between_tree_replays_is_said_between_them():
+    """At trace level "full" too, a destruction noted while the trees run comes before the
+    tree's next step."""
+    torch._dynamo.reset()
+    fn = torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead")
+    x = torch.randn(64, 64, device="cuda")
+    with cgviz.observe_torch(graphs=True) as trace:
+        for _ in range(3):
+            fn(x)
+        graph, _ = _capture(_fn, x)
+        graph.replay()
+        del graph
+        gc.collect()
+        fn(x)
+    kinds = [s.kind for s in trace.steps]
+    assert kinds.index("destroy") < len(kinds) - 1 and kinds[-1] == "execute", kinds
+    torch._dynamo.reset()
+
+
+def test_a_capture_whose_block_raised_says_so():
+    x = torch.randn(64, 64, device="cuda")
+    with cgviz.observe_graphs() as trace:
+        graph = torch.cuda.CUDAGraph()
+        _fn(x)
+        torch.cuda.synchronize()
+        with pytest.raises(ValueError, match="no batch"):
+            with torch.cuda.graph(graph):
+                _fn(x)
+                raise ValueError("no batch")
+        ok, _ = _capture(_fn, x)
+    first, second = [s.reason for s in trace.steps if s.kind == "capture"]
+    assert first.endswith("; its block raised ValueError, so the graph holds only the work captured before the error")
+    assert "raised" not in second
+
+
+def test_replaying_a_graph_never_captured_raises_torch_s_own_error():
+    def error():
+        with pytest.raises(Exception) as raised:
+            torch.cuda.CUDAGraph().replay()
+        return type(raised.value), str(raised.value)
+
+    plain = error()
+    with cgviz.observe_graphs() as trace:
+        observed = error()
+    assert observed == plain
+    assert trace.graphs == []
 
 
 def test_serving_example_trace(tmp_path):

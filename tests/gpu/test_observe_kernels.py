@@ -4,6 +4,9 @@ CUDA graphs; and keeping the graph for reading changes nothing the model compute
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -11,7 +14,7 @@ import torch
 
 import cgviz
 from cgviz.observe.torch_compile import observe_torch
-from helpers import keep_trace
+from helpers import ROOT, keep_trace
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
@@ -80,3 +83,39 @@ def test_events_level_reads_no_kernels_unless_asked():
             graphed(a, a)
     assert any(e["kernels"] for e in trace.meta["profile"].values())
     cgviz.diagnose(trace)  # a profile with kernels and no times is read as such
+
+
+# In a fresh process: whether any CUDA graph of the process kept its template is process state.
+_LATER_GRAPH = """
+import os, tempfile, warnings
+import torch
+from cgviz._torch.graphs import graph_dot, inspectable_graph
+
+x = torch.ones(8, device="cuda")
+kept = inspectable_graph()
+with torch.cuda.graph(kept):
+    y = x * 2
+kept.replay()
+print("kept", "digraph" in graph_dot(kept), bool(torch.equal(y, x * 2)))
+plain = torch.cuda.CUDAGraph()  # made after cgviz read one: as torch makes it
+with torch.cuda.graph(plain):
+    z = x + 1
+path = os.path.join(tempfile.mkdtemp(), "plain.dot")
+with warnings.catch_warnings(record=True):
+    warnings.simplefilter("always")
+    try:
+        plain.debug_dump(path)  # up to 2.13 a warning where the graph kept nothing; 2.14+ an error
+    except Exception:
+        pass
+print("plain", os.path.exists(path) and os.path.getsize(path) > 0)
+"""
+
+
+def test_reading_one_graph_s_kernels_leaves_every_other_graph_as_torch_makes_it():
+    """cgviz keeps the template of the graph it reads (keep_graph=True), not the process's:
+    torch's debug mode, before 2.14, would make every later graph of the process keep its
+    template (a plain graph would then dump its DOT text; as torch makes it, it has none)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", _LATER_GRAPH], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["kept True True", "plain False"], done.stdout + done.stderr
