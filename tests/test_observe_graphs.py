@@ -360,3 +360,86 @@ def test_block_error_reads_the_exception_that_ends_a_graph_block():
     assert block_error(space["graph"]().__exit__(ValueError, error, None)) is error
     assert block_error(space["graph"]().__exit__(None, None, None)) is None
     assert block_error(sys._getframe()) is None  # no graph block up the stack
+
+
+class _Captured(_Graph):
+    def pool(self):
+        return (0, 7)
+
+
+def test_a_tree_node_recorded_before_observing_is_adopted_as_the_trees(monkeypatch):
+    """Its first observed replay comes from the node's run_graph in torch's trees module (here
+    a class of that name, compiled under that file's name): its view is the trees', linked to
+    the node, and its replays are counted, not made into steps of their own."""
+    from cgviz.observe.observer import TorchObserver
+
+    trees_file = layout.TREES_MODULE
+    __import__(trees_file)
+    source = ("class CUDAGraphNode:\n"
+              "    def __init__(self, graph, observer):\n"
+              "        self.graph, self.observer = graph, observer\n"
+              "    def run_graph(self):\n"
+              "        return self.observer.replay_began(self.graph)\n")
+    space: dict = {}
+    exec(compile(source, sys.modules[trees_file].__file__, "exec"), space)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # the device a view names, on this CPU machine
+    tree = TorchObserver("events")
+    observer, _ = _observer_holding(tree=tree)
+    graph, user_graph = _Captured(), _Captured()
+    node = space["CUDAGraphNode"](graph, observer)
+    node.run_graph()
+    node.run_graph()
+    (view,) = observer.trace.graphs
+    assert (view.origin, view.node, view.replays) == ("torch.compile", tree.node_id(node), 2)
+    assert tree.raw.events == [] and tree.trace.steps == []
+    observer.replay_began(user_graph)  # the user's own graph: a plain adopted graph
+    assert observer.trace.graphs[-1].origin == "CUDAGraph" and observer.trace.graphs[-1].node is None
+
+
+class _Stream:
+    def __init__(self, device):
+        self.device = device
+
+
+class _Event:
+    """As torch.cuda.Event: bound to the device of the stream it first records on."""
+
+    def __init__(self, enable_timing=False):
+        self.device = None
+
+    def record(self, stream=None):
+        stream = stream or torch.cuda.current_stream()
+        if self.device not in (None, stream.device):
+            raise RuntimeError("Event device does not match recording stream's device")
+        self.device = stream.device
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return 0.004
+
+
+def test_timed_replays_are_timed_on_their_graph_s_device(monkeypatch):
+    """torch launches a replay on its capture device's current stream, whichever device is
+    current: its events record there, and are reused on that device only."""
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream(0 if device is None else device))
+    from cgviz.observe.graph_observer import GraphObserver
+
+    observer = GraphObserver(trace="events", timed=True)
+    graphs = [_Graph(), _Graph()]
+    for gid, graph in enumerate(graphs, start=1):
+        observer._hold(graph, GraphView(id=gid, site="model.py:3 in f", origin="torch.cuda.graph",
+                                        device=f"cuda:{gid - 1}", stream=7, pool=gid))
+    recorded = []
+    for _ in range(3):
+        for graph in graphs:  # cuda:0 current throughout
+            began = observer.replay_began(graph)
+            observer.replay_ended(began)
+            recorded.append((graph is graphs[1], began[1].device, observer._timing[-1][2].device))
+            observer._read_times(wait=False)  # read at once: its events are reused
+    assert recorded == [(False, 0, 0), (True, 1, 1)] * 3
+    assert {d: len(e) for d, e in observer._free_events.items()} == {0: 2, 1: 2}
+    observer.finish()
+    assert [v.replay_us for v in observer.trace.graphs] == [4.0, 4.0]

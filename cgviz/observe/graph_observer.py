@@ -16,6 +16,7 @@ steps of both keep their order.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -127,9 +128,10 @@ class GraphObserver:
         self._replay_steps: dict[int, tuple] = {}  # graph id -> (key, name, reason) of its replays
         self._raw: list[int] = []  # replayed graph ids not yet made into steps (trace level "events")
         self._rows: list[tuple[int, int, int]] = []  # (graph id, rows used, rows replayed) said by the caller
-        self._timing: list[tuple[int, Any, Any]] = []  # (graph id, start event, end event) not yet read
+        self._timing: list[tuple[int, Any, Any, int]] = []  # (graph id, start, end event, device) not yet read
         self._times: dict[int, list[float]] = {}  # graph id -> replay times in µs
-        self._free_events: list[Any] = []
+        self._free_events: dict[int, list[Any]] = {}  # device -> timing events read, to reuse
+        self._device_index: dict[int, int] = {}  # graph id -> the device it was captured on
         self._next_id = 1
 
     # -- captures ------------------------------------------------------------------------------
@@ -197,6 +199,7 @@ class GraphObserver:
     def _hold(self, graph: Any, view: GraphView) -> None:
         """A graph's view goes into the trace; the graph itself is held only weakly."""
         self._views[view.id] = view
+        self._device_index[view.id] = int(view.device.partition(":")[2] or 0)
         self.trace.graphs.append(view)
         self._ids[id(graph)] = view.id
         self._in_pool[view.pool] = self._in_pool.get(view.pool, 0) + 1
@@ -204,17 +207,22 @@ class GraphObserver:
 
     def adopted(self, graph: Any) -> Optional[int]:
         """A graph captured before observing began, replayed now: it gets an id and a view that
-        says so (what its capture was is not known). None for a graph with no capture: its
-        replay raises torch's own error, unobserved."""
+        says so (what its capture was is not known); a node of torch.compile's trees is one of
+        theirs, as if its capture had been seen. None for a graph with no capture: its replay
+        raises torch's own error, unobserved."""
         try:
             handle = tuple(graph.pool())
         except Exception:
             return None
+        node = layout.tree_replay(sys._getframe(1))
         gid, self._next_id = self._next_id, self._next_id + 1
-        view = GraphView(id=gid, site="captured before observing began", origin="CUDAGraph",
-                         device=f"cuda:{torch.cuda.current_device()}", stream=0,
+        view = GraphView(id=gid, site="captured before observing began", origin="CUDAGraph" if node is None else
+                         "torch.compile", device=f"cuda:{torch.cuda.current_device()}", stream=0,
                          pool=self._pools.setdefault(handle, len(self._pools) + 1))
         self._hold(graph, view)
+        if node is not None and self.tree is not None:  # its replays are the trees' execute steps
+            self._in_tree.add(gid)
+            view.node = self.tree.node_id(node)
         return gid
 
     # -- replays: the hot path -------------------------------------------------------------------
@@ -225,7 +233,7 @@ class GraphObserver:
             gid = self.adopted(graph)
             if gid is None:
                 return None
-        elif gid in self._in_tree:  # its execute steps are the trees'; the replay is counted
+        if gid in self._in_tree:  # its execute steps are the trees'; the replay is counted
             self._views[gid].replays += 1
             return None
         batch = graph_batch.current()
@@ -238,21 +246,25 @@ class GraphObserver:
             self._note(gid)
         if not self.timed:
             return None
-        start = self._event()
-        start.record()
-        return gid, start
+        device = self._device_index[gid]  # torch launches a replay on its capture device's current stream
+        start = self._event(device)
+        start.record(torch.cuda.current_stream(device))
+        return gid, start, device
 
     def replay_ended(self, began: Optional[tuple]) -> None:
         if began is not None:
-            end = self._event()
-            end.record()
-            self._timing.append((began[0], began[1], end))
+            gid, start, device = began
+            end = self._event(device)
+            end.record(torch.cuda.current_stream(device))
+            self._timing.append((gid, start, end, device))
             if len(self._timing) >= RAW_BATCH:
                 self._read_times(wait=False)
 
-    def _event(self) -> Any:
-        """A timing event, reused once read (making one costs more than the replay it times)."""
-        return self._free_events.pop() if self._free_events else torch.cuda.Event(enable_timing=True)
+    def _event(self, device: int) -> Any:
+        """A timing event of `device` (an event records on the device it first recorded on),
+        reused once read: making one costs more than the replay it times."""
+        free = self._free_events.get(device)
+        return free.pop() if free else torch.cuda.Event(enable_timing=True)
 
     def _note(self, event: int) -> None:
         """A replay (a graph id) or a destruction (minus its id), made into a step later: into
@@ -294,14 +306,14 @@ class GraphObserver:
     def _read_times(self, wait: bool) -> None:
         """The replay times of finished replays (all of them with `wait`: at the end)."""
         left = []
-        for gid, start, end in self._timing:
+        for gid, start, end, device in self._timing:
             if wait:
                 end.synchronize()
             elif not end.query():
-                left.append((gid, start, end))
+                left.append((gid, start, end, device))
                 continue
             self._times.setdefault(gid, []).append(start.elapsed_time(end) * 1e3)
-            self._free_events += (start, end)
+            self._free_events.setdefault(device, []).extend((start, end))
         self._timing = left
 
     # -- destruction -----------------------------------------------------------------------------

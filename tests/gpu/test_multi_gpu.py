@@ -143,3 +143,28 @@ def test_ddp_on_two_gpus_with_nccl_is_observed_merged_and_checked(plant, tmp_pat
     merged = cgviz.Trace.load(out / "all.cgtrace.json")
     devices = sorted(p["device"].split(" ")[0] for p in merged.meta["ranks"])
     assert devices == ["cuda:0", "cuda:1"]
+
+
+def test_timed_replays_of_graphs_on_two_devices_each_time_their_own():
+    """Timing events are per device: a replay on cuda:1 while cuda:0 is current is timed on
+    cuda:1's stream, and an event first recorded on one device is never reused on the other."""
+    graphs = {}
+    with cgviz.observe_graphs(timed=True) as trace:
+        for device in (0, 1):
+            with torch.cuda.device(device):
+                x = torch.randn(256, 256, device=f"cuda:{device}")
+                x @ x
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    y = x @ x
+                graphs[device] = (graph, x, y)
+        for _ in range(5):
+            for device in (0, 1):
+                graphs[device][0].replay()  # cuda:0 current throughout
+        torch.cuda.synchronize()
+    for device in (0, 1):
+        _, x, y = graphs[device]
+        torch.testing.assert_close(y, x @ x)
+    assert [(g.device, g.replays) for g in trace.graphs] == [("cuda:0", 5), ("cuda:1", 5)]
+    assert all(g.replay_us and g.replay_us > 0 for g in trace.graphs)

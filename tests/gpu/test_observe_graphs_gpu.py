@@ -204,6 +204,22 @@ def test_a_tree_graph_is_linked_to_its_node_not_doubled():
     torch._dynamo.reset()
 
 
+def test_a_tree_recorded_before_observing_is_adopted_as_the_trees():
+    torch._dynamo.reset()
+    fn = torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead")
+    x = torch.randn(64, 64, device="cuda")
+    for _ in range(3):  # warmed up and recorded before observing
+        fn(x)
+    with cgviz.observe_torch(graphs=True) as trace:
+        for _ in range(4):
+            fn(x)
+    assert not [s for s in trace.steps if s.kind == "replay"]
+    (view,) = trace.graphs
+    assert (view.origin, view.replays) == ("torch.compile", 4) and view.node is not None
+    assert trace.counts()["execute"] == 4
+    torch._dynamo.reset()
+
+
 def test_a_plain_graph_destroyed_between_tree_replays_is_said_between_them():
     """At trace level "full" too, a destruction noted while the trees run comes before the
     tree's next step."""

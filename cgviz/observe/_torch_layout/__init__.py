@@ -204,6 +204,8 @@ DYNAMIC_SHAPE_LIMIT = "cudagraph_dynamic_shape_rerecord_limit"
 # is made (CUDAGraphTreeManager.__init__) to keep its pool alive.
 NODE_RECORD = ("CUDAGraphNode", "_record")
 MANAGER_INIT = (MANAGER_CLASS, "__init__")
+# A node replays its graph in CUDAGraphNode.run_graph (2.11 to 2.15).
+NODE_REPLAY = ("CUDAGraphNode", "run_graph")
 
 
 # The readers, by the part of torch they read; imported last, as they read the names above.
@@ -219,4 +221,5 @@ from cgviz.observe._torch_layout.manager import (
     node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
     recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tracked_outputs,
     tree_capture,
+    tree_replay,
 )

@@ -12,7 +12,7 @@ import torch
 from cgviz.observe import frames
 from cgviz.observe._torch_layout import (
     CPP_HELD_CACHED_OUTPUT_LIVE, EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS,
-    MANAGER_INIT, NODE_RECORD, RUN_METHODS, STORAGE_USE_COUNT, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
+    MANAGER_INIT, NODE_RECORD, NODE_REPLAY, RUN_METHODS, STORAGE_USE_COUNT, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
 )
 from cgviz.observe.lookups import read
 from cgviz.observe.torch_words import device_name, torch_id_words
@@ -397,3 +397,11 @@ def tree_capture(frame: Any) -> Optional[tuple[str, Any]]:
     if trees_file is None:
         return None
     return frames.owner_in_stack(frame, trees_file, {NODE_RECORD: "node", MANAGER_INIT: "pool"})
+
+
+def tree_replay(frame: Any) -> Any:
+    """The CUDAGraphNode of torch.compile's trees replaying its graph from this stack, or None
+    (a graph of the user's own). Walks the live frames only, holding none of them."""
+    trees_file = getattr(sys.modules.get(TREES_MODULE), "__file__", None)
+    found = trees_file and frames.owner_in_stack(frame, trees_file, {NODE_REPLAY: "node"})
+    return found[1] if found else None
