@@ -183,10 +183,14 @@ def test_a_released_pool_s_memory_is_taken_by_no_other_allocation_until_empty_ca
     assert torch.cuda.memory_reserved() <= released - 64 * mib
 
 
-def test_a_tree_graph_is_linked_to_its_node_not_doubled():
+def _compiled_tree():
+    """A function of torch.compile's trees (reset first), and its input."""
     torch._dynamo.reset()
-    fn = torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead")
-    x = torch.randn(64, 64, device="cuda")
+    return torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead"), torch.randn(64, 64, device="cuda")
+
+
+def test_a_tree_graph_is_linked_to_its_node_not_doubled():
+    fn, x = _compiled_tree()
     with cgviz.observe_torch(graphs=True) as trace:
         for _ in range(6):
             fn(x)
@@ -205,9 +209,7 @@ def test_a_tree_graph_is_linked_to_its_node_not_doubled():
 
 
 def test_a_tree_recorded_before_observing_is_adopted_as_the_trees():
-    torch._dynamo.reset()
-    fn = torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead")
-    x = torch.randn(64, 64, device="cuda")
+    fn, x = _compiled_tree()
     for _ in range(3):  # warmed up and recorded before observing
         fn(x)
     with cgviz.observe_torch(graphs=True) as trace:
@@ -223,9 +225,7 @@ def test_a_tree_recorded_before_observing_is_adopted_as_the_trees():
 def test_a_plain_graph_destroyed_between_tree_replays_is_said_between_them():
     """At trace level "full" too, a destruction noted while the trees run comes before the
     tree's next step."""
-    torch._dynamo.reset()
-    fn = torch.compile(lambda t: (t @ t).relu() * 3, mode="reduce-overhead")
-    x = torch.randn(64, 64, device="cuda")
+    fn, x = _compiled_tree()
     with cgviz.observe_torch(graphs=True) as trace:
         for _ in range(3):
             fn(x)
