@@ -35,8 +35,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the
 
 # visits the steps of PLAN (▶ where the next one follows, else a slider jump) and records what the
 # tree shows: per node its class, fill, box and texts; the edges on the path. FIT: the tree shrunk
-# to the panel (every node in view); else, after each step, the panel is scrolled over the whole
-# tree (the page paints nodes as they come into view)
+# to the panel's width (it may still be taller). After each step the panel is scrolled over the
+# whole tree (the page paints nodes as they come into view)
 PROBE = r"""<script>
 window.addEventListener("load", function () { window.cgvizReady.then(run); });
 function run() {
@@ -51,7 +51,7 @@ function run() {
     var i = plan[k];
     if (i === +S.value + 1) document.querySelector(".cg-next").click();
     else { S.value = i; S.dispatchEvent(new Event("input")); }
-    if (!FIT) scan();
+    scan();
     var nodes = {}, hot = [];
     document.querySelectorAll('.cg-tree-box g[id^="node-"]').forEach(function (g) {
       var cls = g.getAttribute("class").split(" ").filter(function (c) { return c !== "cg-sel"; }).join(" ");

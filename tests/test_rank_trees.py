@@ -47,15 +47,20 @@ def test_each_step_shows_every_ranks_tree_its_own_clickable(merged: cgviz.Trace,
     data = page_data(merged, renderer=renderer)
     assert "tree" not in data  # no node states across ranks: their node ids collide
     latest: dict[int, object] = {}
+    left: dict[int, int] = {}  # rank -> the last step with its snapshot
     for i, step in enumerate(merged.steps):
         if step.snapshot is not None:
             latest[step.rank] = step.snapshot
+            left[step.rank] = i
         if step.snapshot is None:
             continue
         svg = _drawing(data, i)
         labels = re.findall(r">rank (\d+) · ([^<]+)<", svg)
         assert [int(r) for r, _ in labels] == [step.rank] + sorted(set(latest) - {step.rank}), f"step {i}"
         assert labels[0][1] == "this step's rank"
+        # each other tree says which step it is drawn after (a click on its nodes goes there)
+        assert [int(k) for k in re.findall(r'<svg [^>]*data-step="(\d+)"', svg)] == [
+            left[r] for r in sorted(set(latest) - {step.rank})], f"step {i}"
         assert _clickable(svg) == {n.id for n in step.snapshot.nodes}, f"step {i}: clickable nodes"
         for other, snap in latest.items():
             if other != step.rank:  # drawn, under ids of its own

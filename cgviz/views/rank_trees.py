@@ -4,9 +4,10 @@ tree as it was last left.
 A trace holds several trees when ranks' traces were merged (a tree per rank: node ids,
 generations and snapshots are per rank) or when one process ran trees on several devices (a
 tree per device); `cgviz.trace.lanes` names them. The picture of a step is one drawing per
-tree, each under its name ("rank 1", "cuda:1"), the step's own tree first and outlined. Only
-the step's tree can be clicked: the others' ids are prefixed, so the explorer's node panel
-(which shows the step's tree) never mistakes one rank's node 3 for another's.
+tree, each under its name ("rank 1", "cuda:1"), the step's own tree first and outlined. The
+others' ids are prefixed, so the explorer's node panel (which shows the step's tree) never
+mistakes one rank's node 3 for another's; each of their drawings says in `data-step` the step
+it is drawn after, where a click on one of its nodes takes the explorer.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]
         if r == own:
             parts.append(f'<rect x="{x + 0.5:.1f}" y="{_LABEL - 2:.1f}" width="{w - 1:.1f}" height="{h + 3:.1f}" '
                          f'fill="none" stroke="{STYLE["current_border"]}" stroke-width="1" rx="4"/>')
-        parts.append(svg.replace("<svg", f'<svg x="{x:.1f}" y="{_LABEL:.1f}"', 1))
+        after = "" if r == own else f' data-step="{last}"'
+        parts.append(svg.replace("<svg", f'<svg x="{x:.1f}" y="{_LABEL:.1f}"{after}', 1))
         x += w + _GAP
         height = max(height, h)
     width, total = max(x - _GAP, 1.0), height + _LABEL + 2

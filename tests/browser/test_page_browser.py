@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import pytest
 
-from conftest import SHOWN_NODES, UI, expected_nodes, explorer_js_override, shot
+from conftest import SHOWN_NODES, UI, expected_nodes, explorer_js_override, shot, shots_dir
 
 import cgviz
 from cgviz.scenarios import run_scenario
@@ -539,3 +539,203 @@ def test_the_render_benchmark_times_the_page_in_chromium(browser: Any, tmp_path:
     for key in ("open_ms", "next_median_ms", "jump_median_ms"):
         assert got[key] > 0, got
     assert got["next_median_ms"] <= got["next_max_ms"] and got["jump_median_ms"] <= got["jump_max_ms"], got
+
+
+# -- the tree box's scroll: the node of interest in view -------------------------------------------
+def chain_trace(functions: int, calls: int, rank: Optional[int] = None, shapes: tuple[int, ...] = (8,)) -> Any:
+    """A sim tree run `calls` times over a chain of `functions` wrapped calls, once per input shape
+    of `shapes` (a branch each), each run a generation of its own (mark_step): a tree as tall as
+    the chain. With `rank`, that rank's trace of a world of two, to merge."""
+    import torch
+
+    tree = cgviz.Tree("sim")
+    fs = [tree.wrap(lambda x, k=k: x * 2 + k, name=f"f{k}") for k in range(functions)]
+    for _ in range(calls):
+        for n in shapes:
+            tree.mark_step()
+            x = torch.ones(n)
+            for f in fs:
+                x = f(x)
+            del x
+    trace = tree.trace
+    if rank is not None:
+        trace.meta.update(rank=rank, world_size=2)
+    return trace
+
+
+# a node group's box and the tree box's visible part (its client area: no padding's outside, no
+# scrollbar), in the viewport's pixels; the box's scroll, whether the tree is shrunk to the
+# width and whether it is taller than the box
+NODE_IN_BOX_JS = r"""(id) => {
+  const box = document.querySelector('.cgviz .cg-tree-box'), g = box.querySelector('[id="' + id + '"]');
+  const b = box.getBoundingClientRect(), x = b.left + box.clientLeft, y = b.top + box.clientTop, r = g && g.getBoundingClientRect();
+  return {node: r && [r.left, r.top, r.right, r.bottom], view: [x, y, x + box.clientWidth, y + box.clientHeight],
+          scroll: [box.scrollLeft, box.scrollTop], fit: box.classList.contains('fit'), tall: box.scrollHeight > box.clientHeight + 1,
+          cursor: g && getComputedStyle(g).cursor, sel: !!g && g.classList.contains('cg-sel')};
+}"""
+
+
+def node_in_box(page: Any, gid: str) -> dict:
+    """Where node group `gid` is against the tree box's view (NODE_IN_BOX_JS), after the frames
+    the box scrolls at."""
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => requestAnimationFrame(r))))")
+    at = page.evaluate(NODE_IN_BOX_JS, gid)
+    assert at["node"] is not None, f"no group {gid} in the tree box"
+    return at
+
+
+def shows(at: dict) -> bool:
+    (l, t, r, b), (vl, vt, vr, vb) = at["node"], at["view"]
+    return l >= vl - 1 and r <= vr + 1 and t >= vt - 1 and b <= vb + 1
+
+
+def tree_shot(page: Any, name: str) -> Path:
+    """A screenshot of the tree panel (its box reaches below the window's fold), numbered as `shot`'s."""
+    d = shots_dir()
+    path = d / f"{len(list(d.glob('*.png'))):02d}-{name}.png"
+    page.locator(".cgviz .cg-tree-panel").first.screenshot(path=str(path))
+    return path
+
+
+def go_to(page: Any, i: int) -> None:
+    """Step i (from 0) through the slider, and wait for its headline."""
+    page.locator(".cgviz .cg-slider").first.evaluate("(s, i) => { s.value = i; s.dispatchEvent(new Event('input')); }", i)
+    page.wait_for_function("(i) => document.querySelector('.cgviz .cg-headline').textContent.includes('step ' + i + '/')",
+                           arg=i + 1, timeout=10_000)
+
+
+def press(page: Any, key: str, i: int) -> None:
+    """Press `key`, and wait for step i's (from 0) headline."""
+    page.keyboard.press(key)
+    page.wait_for_function("(i) => document.querySelector('.cgviz .cg-headline').textContent.includes('step ' + i + '/')",
+                           arg=i + 1, timeout=10_000)
+
+
+@pytest.mark.parametrize("renderer", ["builtin", "graphviz"])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_tree_fit_to_the_width_scrolls_up_and_down_to_the_node_of_interest(browser: Any, tmp_path: Path,
+                                                                             renderer: str, scheme: str) -> None:
+    """A tall tree shrunk to the panel's width ("fit to width") is still taller than the panel:
+    a step whose node is below (or above) the part in view scrolls the box to it, and a node
+    selected stays the one shown; where the node shows already, the box keeps its scroll. The
+    built-in layout (node states painted on one drawing) and Graphviz's (a drawing per step)
+    scroll by different code."""
+    if renderer == "graphviz":
+        from cgviz.views.tree import dot_available
+
+        if not dot_available():
+            pytest.skip("Graphviz's dot is not installed")
+    trace = chain_trace(16, 2, shapes=(8, 16, 32))  # three branches: wider than the panel, shrunk to it
+    steps, n = trace.steps, len(trace.steps)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
+    try:
+        page, _, errors = open_page(context, exported(trace, tmp_path / "tall.html", renderer=renderer))
+        if "fit" not in (page.locator(".cgviz .cg-tree-box").first.get_attribute("class") or ""):
+            page.locator(".cgviz .cg-fit").first.click()  # (a tree only a little too wide is fit without)
+        press(page, "End", n - 1)
+        last = node_in_box(page, f"node-{steps[-1].node}")
+        assert last["fit"] and last["tall"], f"the tree should be fit to the width and taller than the box: {last}"
+        assert shows(last), f"step {n}: node {steps[-1].node} is not in the tree box's view: {last}"
+        tree_shot(page, f"page-fit-tall-last-{renderer}-{scheme}")
+
+        top = next(i for i, s in enumerate(steps) if s.node is not None)  # (step 1 begins a generation: no node)
+        go_to(page, top)
+        first = node_in_box(page, f"node-{steps[top].node}")
+        assert shows(first) and first["scroll"][1] == 0, f"step {top + 1}: its node should show at the top: {first}"
+
+        # the step's node shows already: the box keeps its scroll
+        go_to(page, top + 1)
+        again = node_in_box(page, f"node-{steps[top + 1].node}")
+        assert shows(again) and again["scroll"] == first["scroll"], (first, again)
+
+        # a node selected is the node of interest: at a step whose own node is far below, it shows
+        rec = next(i for i, s in enumerate(steps) if s.kind == "record")
+        go_to(page, rec)
+        UI(page).click_node(steps[rec].node)
+        page.wait_for_function("(id) => (document.querySelector('.cgviz .cg-node .title') || {}).textContent?.endsWith('node ' + id)",
+                               arg=steps[rec].node, timeout=5_000)
+        go_to(page, n - 2)
+        sel = node_in_box(page, f"node-{steps[rec].node}")
+        assert sel["sel"] and shows(sel), f"step {n - 1}: the selected node {steps[rec].node} is not in view: {sel}"
+        assert not shows(node_in_box(page, f"node-{steps[n - 2].node}")), "the step's own node was expected out of view"
+        tree_shot(page, f"page-fit-tall-selected-{renderer}-{scheme}")
+        assert errors == []
+    finally:
+        context.close()
+
+
+def two_ranks() -> Any:
+    """Two ranks' sim trees, merged: rank 0's steps, then rank 1's (each ran after the other: the
+    merge orders by start time). Each a chain run for two input shapes, so that the two trees side
+    by side are too wide to be fit to the width."""
+    from cgviz.trace.ranks import merge
+
+    return merge([chain_trace(8, 2, rank=0, shapes=(8, 16)), chain_trace(8, 2, rank=1, shapes=(8, 16))])
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_merged_trace_scrolls_to_the_node_of_the_steps_own_rank(browser: Any, tmp_path: Path, scheme: str) -> None:
+    """The trees of both ranks side by side, the step's rank's first: at a step of rank 1 whose
+    tree has no current node (a generation begins), rank 0's current node, beside it, is not
+    the node scrolled to (the box keeps its scroll); rank 1's next node is."""
+    merged = two_ranks()
+    steps = merged.steps
+    g = next(i for i, s in enumerate(steps) if s.rank == 1 and s.kind == "generation" and s.snapshot.nodes)
+    theirs = max(i for i in range(g) if steps[i].rank == 0 and steps[i].snapshot is not None)
+    other = steps[theirs].snapshot.current_node
+    assert steps[g].snapshot.current_node is None and steps[g - 1].rank == 1 and other is not None
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
+    try:
+        page, _, errors = open_page(context, exported(merged, tmp_path / "ranks.html", renderer="builtin"))
+        go_to(page, g - 1)
+        before = node_in_box(page, f"node-{steps[g - 1].node}")
+        assert not before["fit"] and shows(before), before
+        press(page, "ArrowRight", g)
+        now = node_in_box(page, f"rank0-node-{other}")
+        assert not shows(now), f"step {g + 1} (rank 1): rank 0's current node {other} was scrolled to: {now}"
+        assert now["scroll"][0] == before["scroll"][0], (before, now)  # (down, the box may stop short: a tree changed)
+        tree_shot(page, f"page-ranks-own-tree-{scheme}")
+        press(page, "ArrowRight", g + 1)
+        mine = node_in_box(page, f"node-{steps[g + 1].node}")
+        assert steps[g + 1].rank == 1 and shows(mine), mine
+        assert errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_click_on_another_ranks_node_selects_it_at_the_step_its_tree_shows(browser: Any, tmp_path: Path,
+                                                                             scheme: str) -> None:
+    """A node of another rank's tree (ids `rank0-node-M`) takes a pointer and can be clicked: the
+    explorer goes to the step that tree is drawn after (its label's "after step K"), where it is
+    the step's own tree, and selects node M there: outlined (.cg-sel), in view, its outputs in
+    the node panel."""
+    merged = two_ranks()
+    steps, n = merged.steps, len(merged.steps)
+    assert steps[-1].rank == 1
+    k = max(i for i, s in enumerate(steps) if s.rank == 0 and s.snapshot is not None)
+    node = steps[k].snapshot.nodes[0]  # the root: far from rank 0's last node
+    assert node.id != steps[k].node
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
+    try:
+        page, _, errors = open_page(context, exported(merged, tmp_path / "ranks.html", renderer="builtin"))
+        press(page, "End", n - 1)
+        label = [t for t in page.locator(".cgviz .cg-tree-box text").all_text_contents() if t.startswith("rank 0 · ")]
+        assert label == [f"rank 0 · after step {k + 1}"], label
+        g = page.locator(f".cgviz .cg-tree-box [id='rank0-node-{node.id}']").first
+        g.scroll_into_view_if_needed()
+        assert node_in_box(page, f"rank0-node-{node.id}")["cursor"] == "pointer"
+        g.locator("rect, polygon, path").first.click(force=True)
+        page.wait_for_function("(i) => document.querySelector('.cgviz .cg-headline').textContent.includes('step ' + i + '/')",
+                               arg=k + 1, timeout=5_000)
+        page.wait_for_function("(t) => (document.querySelector('.cgviz .cg-node .title') || {}).textContent === t",
+                               arg=f"{node.function} · node {node.id}", timeout=5_000)
+        at = node_in_box(page, f"node-{node.id}")
+        assert at["sel"] and shows(at), at
+        assert page.locator(".cgviz .cg-tree-box .cg-sel").count() == 1
+        assert "#step=%d&node=%d" % (k + 1, node.id) in page.url
+        assert "rank 0 · this step's rank" in page.locator(".cgviz .cg-tree-box text").all_text_contents()
+        tree_shot(page, f"page-ranks-other-node-clicked-{scheme}")
+        assert errors == []
+    finally:
+        context.close()

@@ -232,7 +232,7 @@ export function mount(root, payload, host) {
     const now = {};
     [rec.node, snap.cur, view.sel].forEach((id) => { if (id != null) now[id] = 1; });
     const both = copyOf(cache.must); for (const id in now) both[id] = 1;
-    cache.must = now; cache.focus = [view.sel, rec.node, snap.cur]; markPath(snap.path);
+    cache.must = now; markPath(snap.path);
     return both;
   }
   function paintNodes(also) {
@@ -322,19 +322,23 @@ export function mount(root, payload, host) {
   }
   function boxHeight(f) {
     // the tree box's height as the drawing makes it (its min- and max-height around the drawing and
-    // the padding), less a scrollbar when the drawing is wider: known before the browser lays it out
-    const svg = tbox.querySelector("svg"), wide = naturalWidth(svg) * f > view.boxW;
+    // the padding), less a scrollbar when the drawing is wider (fit: as wide, to a rounding): known
+    // before the browser lays it out
+    const svg = tbox.querySelector("svg"), wide = naturalWidth(svg) * f > view.boxW + 0.5;
     return Math.min(view.boxLimits[1], Math.max(view.boxLimits[0], natural(svg, "height") * f + 12 + (wide ? 15 : 0))) - (wide ? 15 : 0);
   }
   function placeTree(also) {
-    // shrink a tree a little too wide for the panel; otherwise keep its size and scroll to the node
-    // of interest (a big tree's groups are placed where the scroll will be, before it is set)
+    // shrink a tree a little too wide for the panel; otherwise keep its size. A drawing bigger than
+    // the box's view, wider or taller (a tree fit to the width can still be taller than the box),
+    // scrolls to the node of interest (a big tree's groups are placed where the scroll will be,
+    // before it is set); one that shows whole keeps the box as it is
     const svg = tbox.querySelector("svg"); if (!svg) return;
     if (!view.boxW) measure();
-    const nat = naturalWidth(svg), fit = q("fit").checked || (nat > view.boxW && view.boxW / nat >= 0.6), far = !fit && nat > view.boxW;
+    const nat = naturalWidth(svg), fit = q("fit").checked || (nat > view.boxW && view.boxW / nat >= 0.6);
     if (tbox.classList.contains("fit") !== fit) { tbox.classList.toggle("fit", fit); cache.near = null; }
-    if (cache.struct < 0) { if (far) requestAnimationFrame(scrollToNode); return; }
-    const to = far ? aim() : view.treeScroll;
+    const f = scale()[0], over = nat * f > view.boxW + 0.5 || natural(svg, "height") * f + 12 > boxHeight(f) + 0.5;
+    if (cache.struct < 0) { if (over) requestAnimationFrame(scrollToNode); return; }
+    const to = reach(over ? aim() : view.treeScroll);
     if (to[0] !== view.treeScroll[0] || to[1] !== view.treeScroll[1]) { view.treeScroll = to; cache.near = null; requestAnimationFrame(() => scrollTree(to)); }
     paintNodes(also);
   }
@@ -346,6 +350,13 @@ export function mount(root, payload, host) {
     const sc = scale();
     return scrollShowingBox(cache.parts["node-" + id].box, view.treeScroll, sc, view.boxW + 12, boxHeight(sc[0]));
   }
+  function reach([x, y]) {
+    // a scroll no further than the box goes with this drawing ([0, 0] where it shows whole): the
+    // browser stops there, but a frame later, and the groups in sight are placed now, for where the
+    // scroll will be (a drawing smaller than the last would keep its scroll, its top unpainted)
+    const svg = tbox.querySelector("svg"), f = scale()[0], h = boxHeight(f);
+    return [Math.min(x, Math.max(0, Math.ceil(naturalWidth(svg) * f - view.boxW))), Math.min(y, Math.max(0, Math.ceil(natural(svg, "height") * f + 12 - h)))];
+  }
   function scrollTree([x, y]) {
     // at the next frame (set mid-step, the scroll would make the browser lay out the page then);
     // the box may not scroll that far: then the groups in sight are placed for where it stopped
@@ -354,12 +365,21 @@ export function mount(root, payload, host) {
     if (at[0] !== x || at[1] !== y) { view.treeScroll = at; cache.near = null; paintNodes(); }
   }
   function scrollToNode() {
-    // a picture drawn whole (no tree states): its node of interest into view
-    const b = tbox.getBoundingClientRect(), g = tbox.querySelector(".cg-sel") || tbox.querySelector(".state-active") || tbox.querySelector(".state-current");
+    // a picture drawn whole (no tree states): its node of interest (as aim's) into the box's view,
+    // its scrollbars left out. Found by id, not by state: in a picture of several ranks' or
+    // devices' trees only the step's own has ids unprefixed (rank_trees.py), and where it has no
+    // current node another tree's current one is not this step's
+    let g = null; cache.focus.some((k) => k != null && (g = byId(tbox, "node-" + k)));
     if (!g) return;
-    const r = g.getBoundingClientRect();
-    if (r.left < b.left || r.right > b.right) tbox.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
-    if (r.top < b.top || r.bottom > b.bottom) tbox.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
+    const b = tbox.getBoundingClientRect(), r = g.getBoundingClientRect(), x = b.left + tbox.clientLeft, y = b.top + tbox.clientTop;
+    const w = tbox.clientWidth, h = tbox.clientHeight;
+    if (r.left < x || r.right > x + w) tbox.scrollLeft += (r.left + r.right - w) / 2 - x;
+    if (r.top < y || r.bottom > y + h) tbox.scrollTop += (r.top + r.bottom - h) / 2 - y;
+  }
+  function drawnAfter(g) {
+    // the step that another rank's or device's tree in the picture is drawn after (rank_trees.py)
+    const t = g.closest("svg[data-step]"), k = t ? parseInt(t.getAttribute("data-step"), 10) : NaN;
+    return k >= 0 && k < model.n ? k : null;
   }
 
   function poolWidth() { if (!view.poolW) measure(); return view.poolW; }
@@ -406,6 +426,7 @@ export function mount(root, payload, host) {
       b.hidden = false;
     } else b.hidden = true;
     let also;
+    cache.focus = [view.sel, rec.node, s.snap ? s.snap.cur : null];  // the node of interest: the first drawn (aim, scrollToNode)
     if (s.tree.kind === "none") {
       // no tree: the whole trace's reason, a CUDA graph's step, or no snapshot kept
       if (cache.tree !== s.tree.id) { cache.tree = s.tree.id; cache.struct = -1; cache.lines = null; msg(tbox, s.tree.msg); }
@@ -446,8 +467,13 @@ export function mount(root, payload, host) {
   new ResizeObserver(() => { if (view.boxW) measure(); paintNodes(); }).observe(tbox);  // more of the tree may show
   window.addEventListener("resize", () => { measure(); placeTree(); });
   tbox.onclick = (e) => {
-    const g = e.target.closest('[id^="node-"]'); if (!g) return;
-    const id = +g.id.slice(5); view.sel = view.sel === id ? null : id; show(view.step);
+    // a node of the step's tree (node-M) is selected, or let go. One of another rank's or device's
+    // tree beside it (rank1-node-M) is selected at the step that tree is drawn after, where it is
+    // the step's own: the node panel, the pool and the address all speak of the step's tree
+    const g = e.target.closest('[id^="node-"],[id*="-node-"]'), m = g && /^([\w-]+-)?node-(\d+)$/.exec(g.id); if (!m) return;
+    const id = +m[2], k = m[1] ? drawnAfter(g) : view.step;
+    if (k == null) return;
+    view.sel = k === view.step && view.sel === id ? null : id; show(k);
   };
   q("timeline-box").onclick = (e) => {
     const r = q("timeline-inner").getBoundingClientRect(), f = (e.clientX - r.left) / r.width, tx = model.tx;
