@@ -46,6 +46,13 @@ def test_kernel_names_read_as_the_profiler_names_them():
         "vectorized_elementwise_kernel<4, CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul> >")
 
 
+def test_long_kernel_names_keep_the_ends_that_tell_them_apart():
+    plain, split = (kernel_label(name) for name in PROFILER_KERNELS[:2])
+    assert len(plain) == len(split) == 90 and plain != split
+    assert plain.startswith("sm80_xmma_gemm_f32f32_") and "…" in plain
+    assert split.endswith("_split_k_kernel__5x_cublas") and plain.endswith("_execute_kernel__5x_cublas")
+
+
 def test_a_repeated_kernel_is_counted():
     text = DOT.read_text()
     node4 = text[text.index('"graph_4_node_4"['):text.index('"graph_4_node_0" ->')]

@@ -64,7 +64,8 @@ def time_line(entry: ProfileEntry | Mapping[str, Any]) -> str:
 
 def kernel_label(name: str, width: int = 90) -> str:
     """A kernel's name made readable: no return type, parameter list or at::native:: prefixes,
-    cut at `width` characters."""
+    cut to `width` characters in the middle (kernels of one library share long beginnings and
+    differ at the end: cuBLAS's split-K gemm from its plain one)."""
     text = name[5:] if name.startswith("void ") else name
     depth, cut = 0, len(text)
     for k, ch in enumerate(text):  # drop the parameter list: the first "(" outside template args
@@ -76,7 +77,10 @@ def kernel_label(name: str, width: int = 90) -> str:
             cut = k
             break
     text = text[:cut].replace("at::native::", "").replace("(anonymous namespace)::", "")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    tail = width // 3
+    return text[: width - tail - 1] + "…" + text[-tail:]
 
 
 def kernel_summary(kernels: list) -> str:
