@@ -121,6 +121,11 @@ def _os_message(exc: OSError, verb: str, path: str) -> str:
     return f"cannot {verb} {path}: {exc.strerror}" if exc.strerror else str(exc)
 
 
+def _given(path: str) -> str:
+    """`path` as a message names it: an empty one says so instead of vanishing from the message."""
+    return path or "'' (an empty path)"
+
+
 def _load(command: str, path: str):
     """The trace at `path`, or None after one line on stderr saying why it cannot be read."""
     from cgviz.trace.io import TraceFormatError, load_trace
@@ -128,7 +133,7 @@ def _load(command: str, path: str):
     try:
         return load_trace(path)
     except FileNotFoundError:
-        _complain(command, f"trace file not found: {path}")
+        _complain(command, f"trace file not found: {_given(path)}")
     except TraceFormatError as exc:
         _complain(command, exc)
     except OSError as exc:  # a directory, a FIFO, no permission, ...
@@ -157,7 +162,7 @@ def _writable(command: str, out: str, what: str, inputs: Sequence[tuple[str, str
 
 
 def _render(args: argparse.Namespace) -> int:
-    out = args.output or _default_html_path(args.trace)
+    out = _default_html_path(args.trace) if args.output is None else args.output  # -o '' is refused, not the default
     if not _writable("render", out, "HTML", [(args.trace, "the trace being rendered")]):
         return 1
     trace = _load("render", args.trace)
@@ -198,7 +203,7 @@ EXPORT_FORMATS = ("perfetto", "chrome")  # one JSON file, which both open
 
 
 def _export(args: argparse.Namespace) -> int:
-    out = args.output or _default_export_path(args.trace)
+    out = _default_export_path(args.trace) if args.output is None else args.output  # -o '' is refused
     inputs = [(args.trace, "the trace being exported")]
     if args.merge is not None:
         inputs.append((args.merge, "the profiler trace being merged into"))
@@ -215,7 +220,7 @@ def _export(args: argparse.Namespace) -> int:
         try:
             profiler, nulls = read_profiler_trace(args.merge)
         except FileNotFoundError:
-            _complain("export", f"profiler trace not found: {args.merge}")
+            _complain("export", f"profiler trace not found: {_given(args.merge)}")
             return 1
         except ProfilerTraceError as exc:
             _complain("export", exc)

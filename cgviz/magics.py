@@ -256,7 +256,7 @@ class CudaGraphMagics(Magics):
 
         result.summary = self._summary(result, args)
         print(result.summary)
-        if args.save:
+        if args.save is not None:  # --save '' says why nothing is saved
             result.saved = self._save_cell(result, named, args.save)
         if not args.no_widget:
             if named is not None:  # its whole trace as it is now (a copy: no listener left behind)

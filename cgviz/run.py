@@ -137,7 +137,9 @@ def _outputs(args: argparse.Namespace) -> tuple[str, Optional[str], str]:
     from cgviz.trace.io import check_save_target
     from cgviz.trace.ranks import RankError, rank_path
 
-    given = args.trace_out or (DEFAULT_RANK_TRACE if os.environ.get("RANK", "").strip() else DEFAULT_TRACE)
+    given = args.trace_out  # --trace-out '' is refused below, not taken for the default
+    if given is None:
+        given = DEFAULT_RANK_TRACE if os.environ.get("RANK", "").strip() else DEFAULT_TRACE
     filled = []
     for path, what in ((given, "trace"), (args.html, "HTML")):
         if path is None:
@@ -157,10 +159,19 @@ def _outputs(args: argparse.Namespace) -> tuple[str, Optional[str], str]:
 
 
 def _check_script(script: str) -> None:
+    """Raise UsageError unless `script` is a readable regular file: Python would wait for ever on
+    a FIFO no one writes to, and read /dev/zero without end."""
+    import stat
+
     if not os.path.exists(script):
-        raise UsageError(f"no such file: {script}")
+        raise UsageError(f"no such file: {script or repr(script)}")
     if os.path.isdir(script):
         raise UsageError(f"{script} is a directory, not a Python script")
+    mode = os.stat(script).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+        raise UsageError(f"{script} is {kind}, not a Python script (a regular file)")
     if not os.access(script, os.R_OK):
         raise UsageError(f"cannot read {script}: permission denied")
 
@@ -261,7 +272,7 @@ def main(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, trace, out: str, html: Optional[str], given: str,
             outcome: Optional[BaseException]) -> int:
     sys.stdout.flush()
-    saved, wrote = _save(trace, out), _page(trace, html) if html else None
+    saved, wrote = _save(trace, out), _page(trace, html) if html is not None else None
     if not args.no_summary:
         _summary(trace, saved, html if wrote else None, given)
     status = _status(outcome)

@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 from cgviz.trace.chrome_events import export_info, layout_events
 from cgviz.trace.chrome_timing import Layout, expanded_length
 from cgviz.trace.io import with_safe_text, write_atomic
-from cgviz.trace.model import Trace
+from cgviz.trace.model import Trace, require_trace
 from cgviz.trace.profiler_trace import load_profiler_trace, profiler_dict
 
 # Above this many decisions, folded blocks are not expanded (one slice per folded step).
@@ -53,6 +53,7 @@ def to_chrome_trace(
     when merging a trace that has no start times (nothing places it on the profiler's clock),
     ProfilerTraceError for a profiler trace that is not one.
     """
+    require_trace(trace, "to_chrome_trace()")
     if folded not in FOLDED:
         raise ValueError(f"folded must be one of {', '.join(map(repr, FOLDED))}, not {folded!r}")
     if type(max_slices) is not int or max_slices < 1:
@@ -130,7 +131,9 @@ def _merged(profiler: dict, events: list[dict], info: dict) -> dict:
         first, last = min(e["ts"] for e in ours), max(e["ts"] + e.get("dur", 0) for e in ours)
         if last < low or first > high:
             apart = (low - last) if last < low else (first - high)
-            info["warning"] = (f"cgviz's steps lie {apart / 1e6:.3f} s outside the profiler trace's time range: "
+            seconds = apart / 1e6  # a profiler trace's times may be any number: a huge one in a few digits
+            shown = f"{seconds:.3f}" if seconds < 1e9 else f"{seconds:.3g}"
+            info["warning"] = (f"cgviz's steps lie {shown} s outside the profiler trace's time range: "
                                "were both recorded in the same run?")
     other = profiler.get("otherData")
     out["otherData"] = {**(other if isinstance(other, dict) else {}), "cgviz": info}

@@ -6,7 +6,9 @@ A problem is a `TraceFormatError` saying what is wrong and where, naming the fil
 checked where it is first used, so messages name the step ("step 4 snapshot node 2 output 0").
 Values that would load and then fail later are refused too (checks.py, meta_checks.py): a lone
 surrogate in a string, NaN or an infinite number, an integer too long to convert, a repeated block
-(`span`) reaching before the first step, nesting too deep to read.
+(`span`) reaching before the first step or into another block, nesting too deep to read, and
+snapshot deltas that would hold more in memory than a file within the size limit may (a delta
+copies runs of the previous snapshot's lists, so a small file could otherwise ask for gigabytes).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from cgviz.trace.checks import (
     TraceFormatError, Unreadable, check_count, check_free_form, check_positive, check_text, fail, json_kind,
     shortened, wrong_type,
 )
-from cgviz.trace.files import read_file
+from cgviz.trace.files import MAX_FILE_ENV, max_file_bytes, mib, read_file
 from cgviz.trace.meta_checks import check_meta, check_values
 from cgviz.trace.model import SCHEMA_VERSION, Block, GraphView, NodeView, OutputView, Segment, Snapshot, Step, Trace
 from cgviz.trace.schema import DELTA_FIELDS, FORMAT, OPTIONAL_TOP_KEYS, TABLES, TOP_KEYS, model_fields
@@ -45,14 +47,15 @@ _DEVICE = re.compile(r"[a-z]+(:\d+)?")
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read and validate a trace file; any problem is a TraceFormatError naming the file. A
     directory, FIFO, device or socket is refused unread (OSError), and so is a file larger
-    than `MAX_FILE_BYTES` (see `read_file`)."""
+    than `MAX_FILE_BYTES` (see `read_file`) or a path holding NUL (ValueError). A leading
+    byte order mark is skipped."""
     path = os.fspath(path)
     try:
         raw = read_file(path, "trace", TraceFormatError)
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, "trace file not found", path) from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte order mark (as Windows editors write) is not part of the JSON
     except UnicodeDecodeError as exc:
         problem = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
         raise TraceFormatError(f"{path}: not a cgviz trace ({problem})") from None
@@ -181,6 +184,10 @@ class _Reader:
         self.tables = tables
         self.built: dict[str, list] = {name: [None] * len(entries) for name, entries in (tables or {}).items()}
         self._snapshots = 0  # snapshot entries built so far, in order: each is a delta against the one before
+        # How many items the snapshots' delta-built lists may hold in all: a run [start, count] copies
+        # `count` references for a few bytes of file, so memory is bounded here, not by the file's size.
+        # A reference costs 8 bytes, so this is as much memory as the largest file read takes.
+        self.held, self.max_held = 0, (max_file_bytes(TraceFormatError) // 8 if tables is not None else 0)
 
     def build(self, tp: Any, value: Any, ctx: str, name: str) -> Any:
         """Check `value` against type `tp` and build it. `ctx` locates the enclosing object
@@ -289,10 +296,20 @@ class _Reader:
                         and op[0] >= 0 and op[1] >= 1 and op[0] + op[1] <= len(base)):
                     fail(ctx, f"{name}[{i}]", f"must be a reference or a run [start, count] within the previous "
                          f"snapshot's {len(base)} {name} (got {op!r})")
+                if self.held + len(out) + op[1] > self.max_held:
+                    self._too_much(ctx, f"{name}[{i}]")
                 out += base[op[0] : op[0] + op[1]]
             else:
                 out.append(self._resolve(cls, op, ctx, f"{name}[{i}]", f"{ctx} {label} {len(out)}"))
+        self.held += len(out)
+        if self.held > self.max_held:
+            self._too_much(ctx, name)
         return out
+
+    def _too_much(self, ctx: str, name: str) -> typing.NoReturn:
+        fail(ctx, name, f"makes the snapshots hold more than {self.max_held:,} nodes and segments in all (each "
+             f"snapshot entry copies runs of the previous one's): more than a trace within the file size limit of "
+             f"{mib(self.max_held * 8)} holds (set {MAX_FILE_ENV} to read larger traces)")
 
     def check_unused_entries(self) -> None:
         """Check the entries no step used as well: the file is valid as a whole or not at all."""
@@ -306,8 +323,11 @@ class _Reader:
 
 def _check_spans(steps: list[Step]) -> None:
     """A step's `span` counts the steps of the repeated block ending at it, so it lies within
-    the steps up to it: anything else would index past the first step when the trace is used."""
+    the steps up to it: anything else would index past the first step when the trace is used.
+    Blocks never overlap (cgviz folds only unrepeated steps, trace/fold.py): a block reaching
+    into another would make every use of the trace cost steps × span."""
     same_rank_from = 0  # where the run of steps of step i's rank began (merged traces: one rank per block)
+    last_block = -1  # the last step before i that ends a folded block
     for i, step in enumerate(steps):
         if not 1 <= step.span <= i + 1:
             fail(f"step {i}", "span", f"must be from 1 to {i + 1}: a block of steps ending at step {i} cannot start "
@@ -316,6 +336,11 @@ def _check_spans(steps: list[Step]) -> None:
             same_rank_from = i
         if step.repeat > 1 and i - step.span + 1 < same_rank_from:
             fail(f"step {i}", "span", f"covers steps of another rank: a folded block is one rank's (got {step.span})")
+        if step.repeat > 1:
+            if i - step.span + 1 <= last_block:
+                fail(f"step {i}", "span", f"reaches step {last_block}, which ends a folded block of its own: blocks "
+                     f"cannot overlap (got {step.span}, so at most {i - last_block})")
+            last_block = i
 
 
 def _check_step(step: Step, ctx: str) -> None:

@@ -29,9 +29,9 @@ _RESUME_PREFIX = "torch_dynamo_resume_in_"
 _RESUMED_FIX = ("the code after a graph break is compiled and recorded again for each way into it (each branch "
                 "taken): remove the graph break (its finding says where)")
 # the compile id in a record step's reason: "(compile id 0/1)"
-_COMPILE_ID = re.compile(r"\(compile id (\d+)/(\d+)\)")
+_COMPILE_ID = re.compile(r"\(compile id (\d{1,18})/(\d{1,18})\)")  # int() refuses thousands of digits
 # the compile id in an observed graph's name: "fn [0/1] (inference)"
-_NAME_ID = re.compile(r" \[[^\]]*\]")
+_NAME_ID = re.compile(r" \[[^\]]{0,100}\]")  # bounded: an unclosed "[" scans no further
 
 
 def _base(function: Optional[str]) -> str:

@@ -27,7 +27,7 @@ POOL_RISES_MIN = 3  # captures after which a pool was larger, before its growth 
 PADDING_WARNING = 0.5  # a family's padding share above which more sizes in between pay
 _LISTED = 6  # graphs named in a title; the rest are counted
 # a capture site as the observer writes it: "model.py:42 in forward (code)" (paths.source_line)
-_SITE = re.compile(r"^(?P<file>[^\s:()]+):(?P<line>\d+) in (?P<function>[^\s(]+)(?: \((?P<code>.*)\))?$")
+_SITE = re.compile(r"^(?P<file>[^\s:()]+):(?P<line>\d{1,9}) in (?P<function>[^\s(]+)(?: \((?P<code>.*)\))?$")
 
 REPLAYS_EXACTLY = "a graph replays the exact kernels and addresses it captured"
 POOL_RETURNS = (

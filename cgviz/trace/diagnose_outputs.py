@@ -17,7 +17,7 @@ def _release(meta: dict) -> Optional[tuple[int, int]]:
     """The torch release whose decisions a trace shows: the rules a cgviz tree followed, or the
     torch observed ("2.14.1+cu130" -> (2, 14)); None where the trace does not say."""
     text = meta.get("rules") if isinstance(meta.get("rules"), str) else meta.get("torch")
-    found = re.match(r"(\d+)\.(\d+)", text) if isinstance(text, str) else None
+    found = re.match(r"(\d{1,9})\.(\d{1,9})", text) if isinstance(text, str) else None
     return (int(found[1]), int(found[2])) if found else None
 
 
@@ -63,9 +63,11 @@ FEEDBACK_FIX = (
     "(state.copy_(h)) and pass that"
 )
 _BACKWARD_READ = "autograd's backward read it"
-# cgviz's own tree says which output a call read and which mark_step() invalidated it (engine/path.py)
-_TREE_INVALIDATED = re.compile(r"output (?P<output>\d+) of .+? \(node (?P<node>\d+), generation \d+\) was "
-                               r"invalidated when mark_step\(\) began generation (?P<generation>\d+)")
+# cgviz's own tree says which output a call read and which mark_step() invalidated it (engine/path.py);
+# numbers of at most 18 digits (int() refuses thousands), a name of at most 1,000 characters (a longer
+# scan from each "output N of " would cost a hostile reason its length squared)
+_TREE_INVALIDATED = re.compile(r"output (?P<output>\d{1,18}) of .{1,1000}? \(node (?P<node>\d{1,18}), generation "
+                               r"\d+\) was invalidated when mark_step\(\) began generation (?P<generation>\d{1,18})(?!\d)")
 
 
 def overwritten_outputs(steps: list[Step], meta: dict) -> list[Finding]:

@@ -65,10 +65,28 @@ def check_save_target(path: str | os.PathLike, what: str = "file") -> None:
 def _save_target(path: str | os.PathLike, what: str) -> tuple[str, Optional[int]]:
     """The file a save to `path` writes (`path`, or a symbolic link's target) and the permission
     bits of the file there (None when there is none yet); raises when it must not be replaced."""
-    path = os.fspath(path)
+    path = _checked_path(os.fspath(path), f"cannot save {what}")
     target = os.path.realpath(path) if os.path.islink(path) else path
     shown = target if target == path else f"{target} (the target of the link {path})"
+    if target != path and not os.path.lexists(target):  # a link to no file of that name: /dev/stdout in a
+        try:  # pipeline (/proc/self/fd/1 -> 'pipe:[...]'), whose pipe stat reaches through the link
+            followed: Optional[os.stat_result] = os.stat(path)
+        except OSError:
+            followed = None
+        if followed is not None:
+            _refuse_special(followed, path, what)
     return target, _replaceable(target, shown, what)
+
+
+def _checked_path(path: str | bytes, doing: str) -> str:
+    """`path`, unless no file can have it as a name: refused naming what was being done ("cannot
+    save trace"), where the OS would say "No such file or directory: ''" or "embedded null byte"."""
+    path = os.fsdecode(path)
+    if not path:
+        raise FileNotFoundError(f"{doing}: the path is empty (give a file name)")
+    if "\0" in path:
+        raise ValueError(f"{doing} to {path!r}: a file name cannot hold a NUL character")
+    return path
 
 
 _NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -89,16 +107,22 @@ def _replaceable(target: str, shown: str, what: str) -> Optional[int]:
         st = None
     except OSError as exc:  # a loop of symbolic links, ...
         raise _naming(exc, target) from None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"cannot save {what} to {shown}: it is a directory")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
-        raise OSError(f"cannot save {what} to {shown}: it is {kind}, not a regular file")
+    if st is not None:
+        _refuse_special(st, shown, what)
     if st is not None and (not st.st_mode & 0o222 or not os.access(target, os.W_OK)):
         raise PermissionError(f"cannot save {what} to {shown}: the file is read-only (left unchanged)")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot save {what} to {shown}: directory {directory} is not writable")
     return None if st is None else stat.S_IMODE(st.st_mode)
+
+
+def _refuse_special(st: os.stat_result, shown: str, what: str) -> None:
+    """Raise when the file `st` describes (named `shown`) is not a regular file a save may replace."""
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"cannot save {what} to {shown}: it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
+        raise OSError(f"cannot save {what} to {shown}: it is {kind}, not a regular file")
 
 
 def _naming(exc: OSError, target: str) -> OSError:
@@ -124,15 +148,15 @@ def max_file_bytes(error: type[Exception] = ValueError) -> int:
     if not text:
         return MAX_FILE_BYTES
     try:
-        mib = float(text)
+        size = float(text)
     except ValueError:
-        mib = math.nan
-    if not (math.isfinite(mib) and mib > 0):
+        size = math.nan
+    if not (math.isfinite(size) and size > 0):
         raise error(f"{MAX_FILE_ENV} must be a positive number of MiB, not {text!r}")
-    return max(1, int(mib * (1 << 20)))
+    return max(1, int(size * (1 << 20)))
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     """4294967296 -> '4096 MiB', 10485 -> '0.01 MiB'."""
     return f"{n / (1 << 20):.3g} MiB" if n < 100 << 20 else f"{n / (1 << 20):.0f} MiB"
 
@@ -149,6 +173,8 @@ def read_file(path: str | os.PathLike, what: str, error: type[Exception]) -> byt
     """
     path = os.fspath(path)
     limit = max_file_bytes(error)
+    if "\0" in os.fsdecode(path):
+        raise ValueError(f"cannot read {what} {path!r}: a file name cannot hold a NUL character")
     _check_regular(os.stat(path), path, what)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
@@ -156,10 +182,10 @@ def read_file(path: str | os.PathLike, what: str, error: type[Exception]) -> byt
         st = os.fstat(fd)
         _check_regular(st, path, what)
         if st.st_size > limit:
-            raise error(f"{path}: too large to read as a {what}: {_mib(st.st_size)}, more than the limit of "
-                        f"{_mib(limit)} (set {MAX_FILE_ENV} to read larger files)")
+            raise error(f"{path}: too large to read as a {what}: {mib(st.st_size)}, more than the limit of "
+                        f"{mib(limit)} (set {MAX_FILE_ENV} to read larger files)")
         return _read_at_most(fh.read, st.st_size, limit, lambda: error(
-            f"{path}: grew past the limit of {_mib(limit)} while being read (set {MAX_FILE_ENV} to read larger files)"))
+            f"{path}: grew past the limit of {mib(limit)} while being read (set {MAX_FILE_ENV} to read larger files)"))
 
 
 def _read_at_most(read: Callable[[int], bytes], expected: int, limit: int, too_much: Callable[[], Exception]) -> bytes:
@@ -188,7 +214,7 @@ def decompressed(raw: bytes, path: str, what: str, error: type[Exception]) -> by
     try:
         with gzip.GzipFile(fileobj=BytesIO(raw)) as fh:
             return _read_at_most(fh.read, len(raw), limit, lambda: error(
-                f"{path}: too large to read as a {what}: it decompresses to more than the limit of {_mib(limit)} "
+                f"{path}: too large to read as a {what}: it decompresses to more than the limit of {mib(limit)} "
                 f"(set {MAX_FILE_ENV} to read larger files)"))
     except (OSError, EOFError, zlib.error) as exc:
         raise error(f"{path}: not a {what} (a damaged gzip file: {exc})") from None

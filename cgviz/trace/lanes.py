@@ -50,4 +50,5 @@ def tree_id_prefix(key: TreeKey) -> str:
 def _order(key: TreeKey) -> tuple:
     rank, device = key
     kind, _, index = (device or "").partition(":")
-    return (rank is None, rank or 0, device is None, kind, int(index) if index.isdigit() else -1)
+    # isdecimal, not isdigit ("²" is a digit int() refuses); at most 18 digits (int() refuses thousands)
+    return (rank is None, rank or 0, device is None, kind, int(index) if index.isdecimal() and len(index) < 19 else -1)

@@ -239,9 +239,13 @@ class Trace:
         return len(self.steps)
 
     def repeats(self) -> list[int]:
-        """How many times each stored step happened (blocks counted for each of their steps)."""
+        """How many times each stored step happened (blocks counted for each of their steps). The
+        span of a step that is not repeated means nothing, as in `expanded`: reading it would
+        also cost steps × span on a trace whose every step names a long span."""
         times = [1] * len(self.steps)
         for end, step in enumerate(self.steps):
+            if step.repeat == 1:
+                continue
             for k in range(end - step.span + 1, end + 1):
                 times[k] = step.repeat
         return times
@@ -294,3 +298,16 @@ class Trace:
         from cgviz.trace.io import load_trace
 
         return load_trace(path)
+
+
+def require_trace(value: object, caller: str) -> Trace:
+    """`value`, a Trace; anything else is a TypeError saying what `caller` needs and how to get
+    it (a path is not loaded, a tree's trace is not taken), not an AttributeError from inside."""
+    if isinstance(value, Trace):
+        return value
+    hint = ""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        hint = ": load the file first (cgviz.Trace.load(path))"
+    elif isinstance(getattr(value, "trace", None), Trace):
+        hint = ": pass its .trace"
+    raise TypeError(f"{caller} needs a cgviz.Trace, not {type(value).__name__}{hint}")

@@ -43,7 +43,7 @@ def read_profiler_trace(path: Union[str, os.PathLike]) -> tuple[dict, int]:
         nulls[0] += 1
 
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=as_null)
+        data = json.loads(raw.decode("utf-8-sig"), parse_constant=as_null)  # a byte order mark is not the JSON's
     except UnicodeDecodeError as exc:
         problem = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
         raise ProfilerTraceError(f"{path}: not a Chrome trace ({problem})") from None

@@ -327,7 +327,7 @@ class _Run(NamedTuple):
 # torch.compile's graphs are named with their compile id, "fn [0/1] (forward)": frame 0, compiled a
 # second time. Calls are aligned per frame ("fn [0/*] (forward)"), so that a rank that recompiled
 # for a new shape shows where it warmed up and recorded while the others replayed.
-_RECOMPILE = re.compile(r" \[([^/\]]+)/[^\]]+\]")
+_RECOMPILE = re.compile(r" \[([^/\]]{1,100})/[^\]]{1,100}\]")  # bounded: an unclosed "[" scans no further
 
 
 def call_key(function: str) -> str:

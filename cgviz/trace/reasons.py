@@ -29,14 +29,21 @@ OBSERVE_FIRST_CALL = (
 # the observer's words for a graph break (observe/naming.py): "graph break in fn (at x.py:5 in fn (code)), so ..."
 GRAPH_BREAK = "graph break in"
 
+# Reasons come from whoever wrote the trace: each pattern here reads a number of at most 9 digits
+# (int() refuses numbers of thousands) and scans a bounded stretch from where it may start, so no
+# reason makes reading it cost its length squared.
 # One frame of a Python stack as torch writes it ('File "x.py", line 3, in fn' and the code line under it)
-_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+), in (?P<function>[^\s,]+)[^\n]*(?:\n(?P<code>[^\n]*))?')
-_STACK_START = re.compile(r"\s*\.?\s*(?:Found from\s*:?|input stack trace\s*:)", re.IGNORECASE)
+_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d{1,9}), in (?P<function>[^\s,]+)[^\n]*(?:\n(?P<code>[^\n]*))?')
+# Where torch's stack begins ("... . Found from : File ..."); the blank and the full stop before it are
+# left out of the message by `_before_stack` (a pattern starting with them costs a run of blanks cubed).
+_STACK_START = re.compile(r"Found from\s*:?|input stack trace\s*:", re.IGNORECASE)
 _SKIP_PREFIX = re.compile(r"^(?:(?:skipping|disabling) cudagraphs? due to\s*)+", re.IGNORECASE)
 _INPUT = re.compile(r"cpu device \((\w+)\)|input name: (\w+)")
 _OPERATION = re.compile(r"incompatible op (\S+)|control flow operator: (\S+?)\.?(?:\s|$)")
-# the user's line in a reason the engine wrote ("... at model.py:5 in step (if y.item() > 0:)), which ...")
-_USER_LINE = re.compile(r" at (?P<file>[^\s:()]+):(?P<line>\d+) in (?P<function>[^\s(]+)(?: \((?P<code>.*?)\))?\),")
+# the user's line in a reason the engine wrote ("... at model.py:5 in step (if y.item() > 0:)), which ...");
+# its code is at most 80 characters (paths.source_line)
+_USER_LINE = re.compile(
+    r" at (?P<file>[^\s:()]+):(?P<line>\d{1,9}) in (?P<function>[^\s(]+)(?: \((?P<code>.{0,200}?)\))?\),")
 
 
 # Why a recorded graph could not take a call, in the engine's words and in torch's (its
@@ -167,7 +174,7 @@ def torch_skip(reason: str) -> Optional[dict]:
         return None
     message = reason[at + len(marker):]
     found = _STACK_START.search(message)
-    head, stack = (message[: found.start()], message[found.end():]) if found else (message, "")
+    head, stack = (_before_stack(message[: found.start()]), message[found.end():]) if found else (message, "")
     cause = _SKIP_PREFIX.sub("", head.strip().split("\n")[0]).strip().rstrip(".").strip()
     frames = stack_frames(stack)
     names = _INPUT.search(message)
@@ -178,6 +185,13 @@ def torch_skip(reason: str) -> Optional[dict]:
         "operation": next((g for g in operation.groups() if g), None) if operation else None,
         "source": frames[-1] if frames else None,
     }
+
+
+def _before_stack(head: str) -> str:
+    """`head` (a message up to where its stack begins) without the blanks and the one full stop
+    that end it."""
+    head = head.rstrip()
+    return head[:-1].rstrip() if head.endswith(".") else head
 
 
 def at_source(source: Optional[dict]) -> str:

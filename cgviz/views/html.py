@@ -23,7 +23,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.trace.io import check_save_target, with_safe_text, write_atomic
-from cgviz.trace.model import safe_text
+from cgviz.trace.model import require_trace, safe_text
 from cgviz.views.page_data import KIND_COLORS, page_data
 
 if TYPE_CHECKING:
@@ -46,6 +46,9 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
     (`page_data`; ``what``: "steps", then "trees"), for a progress bar; in a Jupyter kernel,
     without one, a line on the cell's stderr shows it once the export has taken a second.
     """
+    require_trace(trace, "to_html()")
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a string, not {type(title).__name__}")
     if renderer not in ("auto", "graphviz", "builtin"):
         raise ValueError(f"unknown renderer {renderer!r}: use 'auto', 'graphviz' or 'builtin'")
     if path is not None:

@@ -62,10 +62,10 @@ class RankTrees:
 
     def key(self, i: int) -> tuple:
         """What the picture of step `i` depends on (equal keys, equal pictures)."""
-        trees = self.at(i)
+        trees = self.at(i)  # in tree order: a key mixes None and text where some steps name no device or rank
         return (tree_of(self.trace.steps[i]),) + tuple(
-            (r, id(snap), k, None if step is None else step_shown(step))
-            for r, (snap, step, k) in sorted(trees.items()))
+            (r, id(trees[r][0]), trees[r][2], None if trees[r][1] is None else step_shown(trees[r][1]))
+            for r in in_tree_order(trees))
 
 
 def ranks_tree_svg(trees: dict[TreeKey, tuple["Snapshot", Optional["Step"], int]], own: TreeKey,

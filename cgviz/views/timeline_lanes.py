@@ -32,6 +32,9 @@ _LANE_LABEL_PX = 12
 _LANE_LABELS_MIN_PX = 25
 _LANE_NAME_PT = 7.0
 _LANE_NAME_MIN_PT = 5.0
+# The most characters of a lane's name drawn ("rank 12 · cuda:3" is 16): the names take room on the
+# left of the axes, so a device name of thousands of characters would leave the axes none.
+_LANE_NAME_MAX = 40
 #: A lane: None (the only one), a tree's (rank, device), `LANE_TREE` (the one tree where a trace
 #: also holds CUDA graphs' steps; several trees keep their (rank, device) keys) or `LANE_GRAPHS`.
 Lane = Union[None, TreeKey, str]
@@ -84,7 +87,8 @@ def _lane_name(key: Lane) -> str:
         return GRAPHS_LANE
     if key == LANE_TREE:
         return TREE_LANE
-    return shown(tree_name(key or (None, None)))
+    name = shown(tree_name(key or (None, None)))
+    return name if len(name) <= _LANE_NAME_MAX else name[: _LANE_NAME_MAX - 1] + "…"
 
 
 def margins(ranks: list[Lane], current: Optional[int]) -> tuple[float, float, float, float]:

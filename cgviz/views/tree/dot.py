@@ -243,7 +243,7 @@ def graphviz_svg(dot_source: str) -> str:
     import graphviz
 
     try:
-        out = graphviz.pipe("dot", "svg", dot_source.encode("utf-8"))
+        out = graphviz.pipe("dot", "svg", dot_source.encode("utf-8"), quiet=True)  # what dot says goes in the error
     except (graphviz.CalledProcessError, graphviz.ExecutableNotFound, OSError) as exc:
         raise GraphvizError(_dot_problem(exc)) from None
     svg = out.decode("utf-8", "replace")

@@ -4,6 +4,11 @@ An incremental Reingold–Tilford layout: children centred under their parent, s
 side by side as close as their contours allow, roots side by side. A page draws thousands of
 trees that mostly differ in a node or two, so `LayoutCache` keeps what laying out one tree
 worked out for the next: only what changed is packed and placed again.
+
+Packing keeps each subtree's contour, one entry per level below it, so a tree costs its nodes
+times its depth at most. A tree past `MAX_TIDY_WORK` (a chain of thousands of nodes, which only
+a hand-made trace holds, would take gigabytes) is laid out row by row instead (`_rows`): each
+level's boxes side by side from the left, in order, in time and memory linear in its nodes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ if TYPE_CHECKING:
 SIBLING_GAP = 22.0
 LEVEL_GAP = 54.0  # between rows: the elbow and the edge label
 MARGIN = 14.0
+#: Nodes times levels past which a tree is laid out row by row (`_rows`), not packed: packing a
+#: tree of 1,000 nodes and 1,000 levels keeps about 8 MB of contours, one of this bound 160 MB.
+MAX_TIDY_WORK = 20_000_000
 
 #: A box: x, y of its top left corner, width and height.
 Box = tuple[float, float, float, float]
@@ -146,18 +154,14 @@ class _Level:
 
 
 class _Placed:
-    """A root's subtree placed with the root at x: its nodes (level by level, as counted), with
-    their depths, x centres, widths, half widths and heights; how far left and right its boxes
-    reach; and each of its rows' tallest box."""
+    """A root's subtree placed (`levels` of nodes and their x centres `xs`, level by level; or a
+    whole forest, `_rows`): its nodes (as counted), with their depths, x centres, widths, half
+    widths and heights; how far left and right its boxes reach; and each of its rows' tallest box."""
 
     __slots__ = ("nodes", "counts", "depths", "xs", "widths", "halves", "heights", "left", "right", "row_heights",
                  "_boxes")
 
-    def __init__(self, levels: list[list[int]], subtrees: list[tuple[_Subtree, ...]], x: float,
-                 sizes: Mapping[int, Sequence[float]]) -> None:
-        xs = [[x]]
-        for above in subtrees[:-1]:  # a level's children, in order, are the next level
-            xs.append([px + off for px, s in zip(xs[-1], above) for off in s.offsets])
+    def __init__(self, levels: list[list[int]], xs: list[list[float]], sizes: Mapping[int, Sequence[float]]) -> None:
         self.counts = list(map(len, levels))
         self.nodes = list(chain.from_iterable(levels))
         self.depths = list(chain.from_iterable(map(repeat, range(len(levels)), self.counts)))
@@ -269,6 +273,8 @@ def _placed(ids: set[int], sizes: Mapping[int, Sequence[float]], snapshot: "Snap
     levels, kids = _forest(ids, snapshot)
     if not levels:
         return []
+    if len(levels) * len(kids) > MAX_TIDY_WORK:
+        return [_rows(levels, sizes)]
     if cache is None:
         cache = LayoutCache()
     subtrees = _subtrees(levels, kids, sizes, cache)
@@ -278,12 +284,32 @@ def _placed(ids: set[int], sizes: Mapping[int, Sequence[float]], snapshot: "Snap
     for root, x in zip(subtrees[0], _root_offsets(subtrees[0], cache)):
         placed = known.get((root, x))
         if placed is None:
-            placed = _Placed(*_subtree_levels(levels, subtrees, kids, starts), x, sizes)
+            nodes, subs = _subtree_levels(levels, subtrees, kids, starts)
+            placed = _Placed(nodes, _centres(subs, x), sizes)
         used[(root, x)] = placed
         out.append(placed)
         starts[: len(placed.counts)] = map(add, starts, placed.counts)
     cache.placed = used
     return out
+
+
+def _centres(subtrees: list[tuple[_Subtree, ...]], x: float) -> list[list[float]]:
+    """Each level's x centres, of a root at x whose subtrees (level by level) are packed."""
+    xs = [[x]]
+    for above in subtrees[:-1]:  # a level's children, in order, are the next level
+        xs.append([px + off for px, s in zip(xs[-1], above) for off in s.offsets])
+    return xs
+
+
+def _rows(levels: list[list[int]], sizes: Mapping[int, Sequence[float]]) -> _Placed:
+    """The whole forest as one placed block, each level's boxes side by side from the left in
+    their order (a parent is not centred over its children): for a tree too deep to pack."""
+    xs = []
+    for level in levels:
+        widths = [sizes[v][0] for v in level]
+        lefts = accumulate((w + SIBLING_GAP for w in widths[:-1]), initial=0.0)
+        xs.append([left + w / 2 for left, w in zip(lefts, widths)])
+    return _Placed(levels, xs, sizes)
 
 
 def _subtrees(levels: list[list[int]], kids: dict[int, list[int]], sizes: Mapping[int, Sequence[float]],
