@@ -147,3 +147,43 @@ def test_the_widget_runs_the_pages_module_and_stays_small():
     assert "export default { render }" in Explorer._esm and "getElementById" not in Explorer._esm
     source = Path(cgviz.__file__).parent / "widgets" / "explorer.py"
     assert len(source.read_text(encoding="utf-8").splitlines()) < 300
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"step": 1.5}, TypeError, "step must be a step index (an int) or None, not 1.5"),
+    ({"step": "3"}, TypeError, "step must be a step index (an int) or None, not '3'"),
+    ({"live_interval": "x"}, ValueError, "live_interval must be a number of seconds, 0 or more, not 'x'"),
+    ({"live_interval": float("nan")}, ValueError, "live_interval must be a number of seconds"),
+    ({"live_interval": -1}, ValueError, "live_interval must be a number of seconds"),
+])
+def test_bad_arguments_are_named_and_leave_nothing_to_undo(trace, kwargs, error, words):
+    import gc
+    import sys
+
+    said = []
+    hook, sys.unraisablehook = sys.unraisablehook, said.append
+    try:
+        with pytest.raises(error) as raised:
+            Explorer(trace, **kwargs)
+        del raised
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert said == []  # no "Exception ignored in ... __del__" from the half-made widget
+    with pytest.raises(error, match=__import__("re").escape(words)):
+        Explorer(trace, **kwargs)
+
+
+def test_a_numpy_integer_is_a_step(trace):
+    import numpy as np
+
+    assert Explorer(trace, step=np.int64(2)).step == 2
+
+
+def test_a_message_asking_for_steps_in_another_shape_gets_no_pictures(trace):
+    explorer = Explorer(trace)
+    for asked in (5, "1,2", None, {"0": 1}):
+        reply = explorer.answer({"type": "steps", "steps": asked})
+        assert reply["type"] == "piece"
+        assert reply == explorer.answer({"type": "steps", "steps": []})
+    explorer.close()

@@ -13,6 +13,8 @@ asks for them: a long trace opens at once, and stepping within what arrived need
 
 from __future__ import annotations
 
+import numbers
+import operator
 import time
 import traceback
 import uuid
@@ -46,6 +48,16 @@ def _resolve(source: Any) -> tuple[Any, Trace]:
     if isinstance(trace, Trace):
         return None, trace
     raise TypeError(f"Explorer needs a cgviz.Tree or a cgviz.Trace, not {type(source).__name__}")
+
+
+def _index(step: Any) -> int:
+    """`step` as an int (a numpy integer too); anything else, a bool included, is refused."""
+    try:
+        if not isinstance(step, bool):
+            return operator.index(step)
+    except TypeError:
+        pass
+    raise TypeError(f"step must be a step index (an int) or None, not {step!r}")
 
 
 def _running_loop() -> Any:
@@ -82,11 +94,19 @@ class Explorer(anywidget.AnyWidget):
     _first = traitlets.Dict().tag(sync=True)
     _runnable = traitlets.Bool(False).tag(sync=True)
     _still = traitlets.Unicode("").tag(sync=True)  # the class of the still picture shown with it
+    # set in __init__; here too, so that closing one whose construction failed has nothing to undo
+    _unsubscribe: Optional[Callable[[], None]] = None
+    _handle: Any = None
 
     def __init__(self, tree_or_trace: Any, workload: Optional[Callable[[], Any]] = None, *, step: Optional[int] = None,
                  renderer: str = "auto", live_interval: float = 0.2) -> None:
         if workload is not None and not callable(workload):
             raise TypeError(f"workload must be callable (it is called with no arguments), not {type(workload).__name__}")
+        if step is not None:
+            step = _index(step)
+        if (not isinstance(live_interval, numbers.Real) or isinstance(live_interval, bool)
+                or not 0 <= live_interval < float("inf")):
+            raise ValueError(f"live_interval must be a number of seconds, 0 or more, not {live_interval!r}")
         self.tree, self.trace = _resolve(tree_or_trace)
         self.workload = workload
         self.live_interval = float(live_interval)
@@ -163,7 +183,8 @@ class Explorer(anywidget.AnyWidget):
         kind = content.get("type")
         if kind == "steps":
             self.flush()  # the front end must know every step before pictures of new ones
-            steps = [i for i in content.get("steps", []) if isinstance(i, int) and not isinstance(i, bool)]
+            asked = content.get("steps")
+            steps = [i for i in (asked if isinstance(asked, list) else []) if isinstance(i, int) and not isinstance(i, bool)]
             return {"type": "piece", "piece": self._data.window(steps)}
         if kind == "run":
             error = self.run_next()
