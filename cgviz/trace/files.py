@@ -118,11 +118,16 @@ def _replaceable(target: str, shown: str, what: str) -> Optional[int]:
 
 def _refuse_special(st: os.stat_result, shown: str, what: str) -> None:
     """Raise when the file `st` describes (named `shown`) is not a regular file a save may replace."""
+    _require_regular(st, f"cannot save {what} to {shown}")
+
+
+def _require_regular(st: os.stat_result, doing: str) -> None:
+    """Raise, saying `doing` ("cannot read trace x.json"), unless `st` is a regular file's."""
     if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"cannot save {what} to {shown}: it is a directory")
+        raise IsADirectoryError(f"{doing}: it is a directory")
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
-        raise OSError(f"cannot save {what} to {shown}: it is {kind}, not a regular file")
+        raise OSError(f"{doing}: it is {kind}, not a regular file")
 
 
 def _naming(exc: OSError, target: str) -> OSError:
@@ -221,8 +226,4 @@ def decompressed(raw: bytes, path: str, what: str, error: type[Exception]) -> by
 
 
 def _check_regular(st: os.stat_result, path: str, what: str) -> None:
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"cannot read {what} {path}: it is a directory")
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
-        raise OSError(f"cannot read {what} {path}: it is {kind}, not a regular file")
+    _require_regular(st, f"cannot read {what} {path}")
