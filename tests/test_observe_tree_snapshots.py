@@ -116,7 +116,7 @@ def test_an_output_found_dead_is_not_asked_again_until_its_node_runs(use_counts)
     assert use_counts[0] == 3
 
 
-def test_an_output_given_another_storage_is_asked_again():
+def test_an_output_given_another_storage_by_its_nodes_run_is_asked_again():
     node = CUDAGraphNode("a", outputs=2)
     manager = Manager({"f": [node]}, current=node)
     tree = snapshots({}, manager)
@@ -124,7 +124,44 @@ def test_an_output_given_another_storage_is_asked_again():
     assert liveness(tree, manager) == [False, True]
     fresh = torch.zeros(4)
     node.outputs_weakrefs[0].swap_weakref(fresh.untyped_storage()._weak_ref())  # as torch's replay does
+    tree.ran(node)  # what the observer does at each replay torch makes
     assert liveness(tree, manager) == [True, True]
+
+
+class Untouchable:
+    """Stands where torch's wrapper of an output found dead was: any read of it fails."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"an output found dead was read ({name})")
+
+
+def test_nothing_of_an_output_found_dead_is_read_until_its_node_runs():
+    """A read of a replay loop costs cache misses on torch's objects: an output found dead is
+    skipped by its index alone, its wrapper and storage left untouched."""
+    node = CachedOutputsNode("a", outputs=2)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    out = node.replay()[1]
+    assert liveness(tree, manager) == [False, True]
+    wrapper, node.outputs_weakrefs[0] = node.outputs_weakrefs[0], Untouchable()
+    dead_tensor, node.cached_tensor_outputs[0] = node.cached_tensor_outputs[0], Untouchable()
+    assert liveness(tree, manager) == [False, True]
+    node.outputs_weakrefs[0], node.cached_tensor_outputs[0] = wrapper, dead_tensor
+    del out
+
+
+def test_what_a_freed_node_was_found_is_not_taken_for_a_new_node_at_its_id():
+    """torch frees a node and makes another, which Python may place at the freed one's id(): the
+    new node's outputs are read, not skipped as the old one's were found."""
+    old, new = CUDAGraphNode("a", outputs=1), CUDAGraphNode("b", outputs=1)
+    manager = Manager({"f": [old]}, current=old)
+    tree = snapshots({}, manager)
+    del old.held[0]
+    assert liveness(tree, manager) == [False]
+    tree._found_dead[id(new)] = tree._found_dead.pop(id(old))  # as if `new` had taken old's address
+    del old
+    manager.roots["f"], manager.current_node = [new], new
+    assert liveness(tree, manager) == [True]
 
 
 def check_refcount_2_11(node: "CachedOutputsNode", i: int) -> bool:
@@ -217,6 +254,32 @@ def test_the_outputs_a_replay_is_returning_are_shown_live_without_asking(use_cou
     assert use_counts[0] == 5  # asked again once the decision is past
 
 
+class Unwalked(list):
+    """torch's list of an output's wrappers, which may be measured but not read."""
+
+    def __iter__(self):
+        raise AssertionError("the wrappers were walked")
+
+    def __getitem__(self, index):
+        raise AssertionError(f"wrapper {index} was read")
+
+
+def test_a_replay_returning_again_is_shown_without_reading_its_wrappers():
+    """Which outputs torch tracks is set when it records a node: a later replay of the node shows
+    them live without reading each wrapper again."""
+    node = CUDAGraphNode("a", outputs=2)
+    node.outputs_weakrefs.append(None)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    tree.returning(node)
+    assert liveness(tree, manager) == [True, True, False]
+    wrappers = node.outputs_weakrefs
+    node.outputs_weakrefs = Unwalked(wrappers)
+    tree.returning(node)
+    assert tree.state(manager, set())[3] == (id(node), (0, 1))
+    node.outputs_weakrefs = wrappers
+
+
 def test_the_observer_asks_nothing_of_the_outputs_its_replay_is_returning(use_counts):
     node = CUDAGraphNode("a", outputs=2)
     manager = Manager({"f": [node]}, current=node)
@@ -259,11 +322,11 @@ def test_what_was_found_of_a_node_no_longer_shown_is_let_go():
     tree = snapshots({}, manager)
     del kept.held[0], freed.held[0]
     assert liveness(tree, manager) == [False, False]
-    storage = freed.outputs_weakrefs[0].ref  # the weak storage reference torch's wrapper holds
+    gone = weakref.ref(freed)
     del manager.roots["g"], freed  # torch lets the node go
-    assert sys.getrefcount(storage) == 3  # here, getrefcount's argument, and what the state found
+    assert gone() is None  # what the state found does not keep it
     assert liveness(tree, manager) == [False]
-    assert sys.getrefcount(storage) == 2  # no longer kept by the state
+    assert list(tree._found_dead) == [id(kept)]  # nor its record, once it is no longer shown
 
 
 HOLDERS = ["tensor", "tensor twice", "view", "storage", "nothing", "C++ (a .grad)", "C++ and a tensor", "C++ twice"]

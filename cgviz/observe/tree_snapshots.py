@@ -35,7 +35,7 @@ class TreeSnapshots:
         self.replays = replays
         self.born = born
         self.pool_reads: dict[int, Any] = {}  # device -> its manager's pool, read when the allocator moved (PoolReading)
-        self._found_dead: dict[int, layout.FoundDead] = {}  # id(torch node) -> its outputs found expired
+        self._found_dead: dict[int, layout.FoundDead] = {}  # id(torch node) -> what reads found of its outputs
         self._returning: Optional[int] = None  # id(torch node) whose outputs torch's execute_node is returning
 
     def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
@@ -69,22 +69,23 @@ class TreeSnapshots:
         nodes = self.shown_nodes(manager, self.live_nodes())
         for node in nodes:
             key = id(node)
-            if key == returning:  # every output torch tracks is in the list its caller holds
-                shown.append(key)
-                shown.append(layout.tracked_outputs(node))
-                continue
             dead = found_dead.get(key)
-            if dead is None:
-                dead = found_dead[key] = layout.FoundDead()
+            if dead is None or not dead.of(node):
+                dead = found_dead[key] = layout.FoundDead(node)
             shown.append(key)
-            shown.append(tuple(layout.live_outputs(node, dead)))
+            if key == returning:  # every output torch tracks is in the list its caller holds
+                shown.append(layout.tracked_outputs(node, dead))
+            else:
+                shown.append(tuple(layout.live_outputs(node, dead)))
         if len(found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
             self._found_dead = {id(node): found_dead[id(node)] for node in nodes}
         return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
 
     def ran(self, node: Any) -> None:
         """torch ran `node`: its outputs found expired may be live again, and are asked anew."""
-        self._found_dead.pop(id(node), None)
+        found = self._found_dead.get(id(node))
+        if found is not None:
+            found.node_ran()
 
     def returning(self, node: Any) -> None:
         """torch replayed `node` and its execute_node is returning the outputs, held in one list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from typing import Any, Callable, Optional
 
 import torch
@@ -196,12 +197,18 @@ def output_refs(node: Any) -> list:
     return list(read(node, "outputs_weakrefs", []) or [])
 
 
-def tracked_outputs(node: Any) -> tuple[int, ...]:
+def tracked_outputs(node: Any, reads: Optional["FoundDead"] = None) -> tuple[int, ...]:
     """The indices of the outputs torch keeps a weak reference to (not those that are None or
     a number, an alias of a static input or an empty storage): each one is in the list a replay
-    returns."""
+    returns. torch sets them when it records the node; `reads` keeps them for the node's later
+    replays, which need not read each wrapper again."""
     refs = read(node, "outputs_weakrefs", None) or ()
-    return tuple(i for i, ref in enumerate(refs) if ref is not None)
+    if reads is not None and reads.tracked is not None and reads.tracked[0] == len(refs):
+        return reads.tracked[1]
+    tracked = tuple(i for i, ref in enumerate(refs) if ref is not None)
+    if reads is not None:
+        reads.tracked = (len(refs), tracked)
+    return tracked
 
 
 def output_metadata(node: Any) -> list:
@@ -218,18 +225,30 @@ def outputs_live(node: Any) -> list[bool]:
 
 
 class FoundDead:
-    """What reads of one node's outputs found expired: per output index, the wrapper's weak
-    storage reference and the storage it pointed to. Such an output is not read again: while
-    the wrapper points to that storage it stays expired. A storage whose use count fell to
-    zero has no users again, and a cached output gets users again only when torch runs its
-    node, where the caller starts a new FoundDead. A wrapper pointed at another storage
-    (`swap_weakref`, a new wrapper) is read."""
+    """What reads of one node's outputs found expired, by output index: such an output is not
+    read again, and nothing of it is touched (a read of a replay loop is paid in cache misses on
+    torch's objects more than in instructions).
 
-    __slots__ = ("storages", "cdatas")
+    An expired output has no users, and only its node's run gives it some again: torch points an
+    output's wrapper at another storage (`swap_weakref`) or makes a new wrapper only while the node
+    runs (`reconstruct_outputs`), where the caller starts a new FoundDead; 2.14+'s generation cloning
+    swaps only outputs still live. `node` tells a node apart from a later one at the same id();
+    `tracked` keeps what `tracked_outputs` found of it."""
 
-    def __init__(self) -> None:
-        self.storages: list = []  # per output: the StorageWeakRef found expired, or None
-        self.cdatas: list = []  # per output: the storage it pointed to then
+    __slots__ = ("node", "expired", "tracked")
+
+    def __init__(self, node: Any = None) -> None:
+        self.node = None if node is None else weakref.ref(node)
+        self.expired: list[bool] = []  # per output: found expired (or no tensor torch keeps a reference to)
+        self.tracked: Optional[tuple[int, tuple[int, ...]]] = None  # (how many outputs, the tracked ones)
+
+    def node_ran(self) -> None:
+        """Its node ran: every output may be live again."""
+        self.expired = []
+
+    def of(self, node: Any) -> bool:
+        """Is this what was found of `node` (not of a node torch freed, whose id() it now has)?"""
+        return self.node is not None and self.node() is node
 
 
 def live_outputs(node: Any, dead: FoundDead) -> list[int]:
@@ -241,41 +260,45 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
     caches: the cache's storage object and tensor) and, for a cached output, check_refcount says
     that only the cache holds its tensor (expired() is the same in every release 2.11 - 2.15;
     check_refcount is not). That check is read here as each release makes it
-    (CPP_HELD_CACHED_OUTPUT_LIVE); an output with no cached
-    tensor to read is asked expired() itself. This runs at every decision of a replay loop
-    traced at "full": no call per output beyond torch's counts."""
+    (CPP_HELD_CACHED_OUTPUT_LIVE). torch gives an output a cached tensor and the wrapper its extra
+    check together, and takes both away together, so a cached tensor says which check applies
+    without reading the wrapper; an extra check with no cached tensor to read is asked expired()
+    itself. This runs at every decision of a replay loop traced at "full": no call per output
+    beyond torch's counts, and a cached output that Python holds more than once is read no further
+    than its tensor's reference count."""
     refs = read(node, "outputs_weakrefs", None) or ()
-    if len(dead.storages) != len(refs):
-        dead.storages, dead.cdatas = [None] * len(refs), [None] * len(refs)
-    storages, cdatas = dead.storages, dead.cdatas
+    found = dead.expired
+    if len(found) != len(refs):
+        found = dead.expired = [False] * len(refs)
     cached = getattr(node, "cached_tensor_outputs", None) or ()
     n_cached = len(cached)
     use_count, refcount, cpp_held_live = getattr(torch._C, STORAGE_USE_COUNT), sys.getrefcount, CPP_HELD_CACHED_OUTPUT_LIVE
     live = []
-    for i, ref in enumerate(refs):
-        if ref is None:
+    for i in range(len(refs)):
+        if found[i]:
             continue
-        storage = ref.ref
-        if storages[i] is storage and cdatas[i] == storage.cdata:
-            continue
-        if ref.extra_ref_check is None:
-            expired = use_count(storage.cdata) == 0
-        elif i < n_cached and cached[i] is not None:
+        if i < n_cached and cached[i] is not None:
             # expired() is check_refcount and the storage's count at 2; the check first, as it
             # decides most live outputs alone. check_refcount: the cache's list entry and
             # getrefcount's argument make 2 (no local may hold the tensor while it counts)
             held = refcount(cached[i])
             if held > 3:
-                expired = False
-            elif cached[i]._use_count() > 1:
-                expired = not cpp_held_live and held == 3 and use_count(storage.cdata) == 2
+                live.append(i)
+                continue
+            if cached[i]._use_count() > 1:
+                expired = not cpp_held_live and held == 3 and use_count(refs[i].ref.cdata) == 2
             else:
-                expired = held == 2 and use_count(storage.cdata) == 2
+                expired = held == 2 and use_count(refs[i].ref.cdata) == 2
         else:
-            expired = ref.expired()
+            ref = refs[i]
+            if ref is None:
+                expired = True  # nothing torch tracks: never live until the node runs again
+            elif ref.extra_ref_check is None:
+                expired = use_count(ref.ref.cdata) == 0
+            else:
+                expired = ref.expired()
         if expired:
-            storages[i] = storage
-            cdatas[i] = storage.cdata
+            found[i] = True
         else:
             live.append(i)
     return live
