@@ -119,13 +119,15 @@ def test_warmup_outputs_without_metadata_say_so_in_every_view():
     from cgviz.views.page_data import page_data
 
     trace = torch_trace("torch_training")
-    snap = trace.last_snapshot()
+    step = next(s for s in reversed(trace.steps) if s.snapshot and any(n.kind == "warmup" for n in s.snapshot.nodes))
+    snap = step.snapshot
     warmups = [n for n in snap.nodes if n.kind == "warmup"]
     assert warmups and all(not o.described for n in warmups for o in n.outputs)
-    assert all(o.described for n in snap.nodes if n.kind == "graph" for o in n.outputs)
+    graphs = [n for n in trace.last_snapshot().nodes if n.kind == "graph"]
+    assert graphs and all(o.described for n in graphs for o in n.outputs)
     for text in (builtin_tree_svg(snap), to_dot(snap)):
         assert "0: shape not recorded" in text and "[] 0 B" not in text
-    data = page_data(trace, [len(trace.steps) - 1])
+    data = page_data(trace, [step.index])
     rows = [n[8] for n in data["nodes"] if n[0] == warmups[0].id][-1]
     assert rows and all(r[2] == "not recorded" and r[4] == "" for r in rows)
     page = to_html(trace, renderer="builtin")
