@@ -87,10 +87,10 @@ def test_route_follows_the_installed_torch():
 
 def test_observing_puts_back_what_it_wrapped_or_registered():
     cls = torch.cuda.CUDAGraph
-    before = {name: cls.__dict__[name] for name in _graph_hooks.WRAPPED_METHODS}
+    before = {name: cls.__dict__[name] for name in _graph_hooks.WRAPPED_METHODS + (_graph_hooks.RESET_METHOD,)}
     with cgviz.observe_graphs() as trace:
-        if trace.meta["graph_events_from"] == "methods":
-            assert all(cls.__dict__[n] is not before[n] for n in before)
+        wrapped = {n for n in before if cls.__dict__[n] is not before[n]}
+        assert wrapped == set(before) if trace.meta["graph_events_from"] == "methods" else wrapped == {"reset"}
         with cgviz.observe_graphs(trace="events"):  # nested: the wrapping is made once
             assert len(_graph_hooks.ACTIVE) == 2
     assert {name: cls.__dict__[name] for name in before} == before
@@ -271,11 +271,11 @@ def test_the_shipped_runs_release_their_shared_pool_once_at_the_last_destruction
     assert "; torch releases pool 1: no other allocation takes its memory" in destroys[-1].reason
 
 
-def _observer_holding(*pools: int, trace: str = "events", tree=None):
+def _observer_holding(*pools: int, trace: str = "events", tree=None, graph=None):
     from cgviz.observe.graph_observer import GraphObserver
 
     observer = GraphObserver(trace=trace, tree=tree)
-    graphs = [_Graph() for _ in pools]
+    graphs = [(graph or _Graph)() for _ in pools]
     for gid, (graph, pool) in enumerate(zip(graphs, pools), start=1):
         observer._hold(graph, GraphView(id=gid, site="model.py:3 in f", origin="torch.cuda.graph",
                                         device="cuda:0", stream=7, pool=pool))
@@ -325,6 +325,51 @@ def test_a_graph_never_captured_is_not_adopted_and_torch_raises_its_own_error():
     graph = _NeverCaptured()
     assert observer.replay_began(graph) is None
     assert observer._views == {} and observer.trace.graphs == []
+
+
+class _Resettable(_Graph):
+    """A captured graph whose pool torch forgets at reset(), as CUDAGraph.pool() does."""
+
+    captured = True
+
+    def pool(self):
+        if not self.captured:
+            raise RuntimeError("Called CUDAGraph::pool() without a preceding successful capture.")
+        return (0, 1)
+
+
+def test_a_reset_graph_is_destroyed_at_its_reset_and_not_again_at_its_death():
+    """CUDAGraph.reset() frees the graph and lets go of its pool, as its destruction does: the destroy
+    step comes at the reset, says so, and the object's later death adds nothing; a replay after it
+    is torch's error, not a replay of the graph reset."""
+    from cgviz.observe.graph_observer import RELEASED_POOL
+
+    observer, graphs = _observer_holding(1, 1, graph=_Resettable)
+    graph = graphs[0]
+    observer._views[1].replays = 2
+    graph.captured = False
+    observer.graph_reset(graph)
+    observer.catch_up()
+    (step,) = [s for s in observer.trace.steps if s.kind == "destroy"]
+    assert step.graph == 1
+    assert step.reason == "graph 1 was reset (CUDAGraph.reset()) after 2 replays; pool 1 stays: other graphs still use it"
+    assert observer.replay_began(graph) is None and observer._views[1].replays == 2
+    del graphs[:]
+    observer.catch_up()
+    assert [(s.graph, s.reason.split(" after")[0]) for s in observer.trace.steps if s.kind == "destroy"] == [
+        (1, "graph 1 was reset (CUDAGraph.reset())"), (2, "graph 2 was destroyed")]
+    assert RELEASED_POOL in observer.trace.steps[-1].reason
+    del graph
+    observer.catch_up()
+    assert sum(s.kind == "destroy" for s in observer.trace.steps) == 2
+
+
+def test_a_graph_of_the_trees_reset_makes_no_step():
+    observer, graphs = _observer_holding(1)
+    observer._in_tree.add(1)
+    observer.graph_reset(graphs[0])
+    observer.catch_up()
+    assert observer.trace.steps == []
 
 
 def test_a_replay_made_into_a_step_later_keeps_the_generation_it_happened_in():

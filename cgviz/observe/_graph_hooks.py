@@ -1,6 +1,6 @@
 """Where the graph observer hears of CUDA graphs: torch's global graph hooks where torch has
 them (2.14+: `torch.cuda.graphs.register_graph_*_hook`), else `torch.cuda.CUDAGraph`'s own
-methods, wrapped. Either way every graph of the process is seen, whoever made it; each hook
+methods, wrapped; its `reset()` is wrapped on both routes. Either way every graph of the process is seen, whoever made it; each hook
 only calls the observers in ACTIVE, and is removed when the last one stops."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ HOOK_FUNCTIONS = {
 }
 #: The methods of torch.cuda.CUDAGraph wrapped where torch has no global hooks (2.11 to 2.13).
 WRAPPED_METHODS = ("capture_begin", "capture_end", "replay")
+#: Wrapped on every route: torch has no hook for it (2.14's destroy hook hands over exec ids, not the graph).
+RESET_METHOD = "reset"
 _HANDLES: list[Any] = []
 _ORIGINALS: list[tuple[type, str, Callable]] = []
 _PENDING = threading.local()  # .began: what each replay under way on this thread began with (hook route)
@@ -43,12 +45,14 @@ def install() -> str:
     import torch.cuda.graphs as graphs
 
     way = route()
+    cls = graphs.CUDAGraph
+    wraps = [(RESET_METHOD, _wrap_reset)]
     if way == "hooks":
         for event, name in HOOK_FUNCTIONS.items():
             _HANDLES.append(getattr(graphs, name)(_HOOKS[event]))
-        return way
-    cls = graphs.CUDAGraph
-    for name, wrap in zip(WRAPPED_METHODS, (_wrap_capture_begin, _wrap_capture_end, _wrap_replay)):
+    else:
+        wraps += zip(WRAPPED_METHODS, (_wrap_capture_begin, _wrap_capture_end, _wrap_replay))
+    for name, wrap in wraps:
         original = cls.__dict__[name]
         _ORIGINALS.append((cls, name, original))
         setattr(cls, name, wrap(original))
@@ -132,3 +136,13 @@ def _wrap_replay(original: Callable) -> Callable:
                 obs.replay_ended(token)
 
     return replay
+
+
+# -- every route -------------------------------------------------------------------------------------
+def _wrap_reset(original: Callable) -> Callable:
+    def reset(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        for obs in ACTIVE:
+            obs.graph_reset(self)
+
+    return reset

@@ -125,6 +125,7 @@ class GraphObserver:
         self._in_pool: dict[int, int] = {}  # pool -> its graphs not yet destroyed
         self._pool_released: set[int] = set()  # destroyed graph ids whose pool no other graph used
         self._died_at: dict[int, float] = {}  # destroyed graph id -> when (wall clock), until its step
+        self._reset: set[int] = set()  # graph ids destroyed by CUDAGraph.reset()
         self._replay_steps: dict[int, tuple] = {}  # graph id -> (key, name, reason) of its replays
         self._raw: list[int] = []  # replayed graph ids not yet made into steps (trace level "events")
         self._rows: list[tuple[int, int, int]] = []  # (graph id, rows used, rows replayed) said by the caller
@@ -157,7 +158,7 @@ class GraphObserver:
             return
         capture_ms = (time.perf_counter() - began.start) * 1e3
         earlier = self._ids.get(id(graph))
-        if earlier is not None:  # captured again after reset(): the graph it was is gone
+        if earlier is not None:  # captured again after a reset not heard of (the C++ method called itself)
             self.destroyed(earlier)
         handle = tuple(graph.pool())
         pool = self._pools.setdefault(handle, len(self._pools) + 1)
@@ -318,7 +319,7 @@ class GraphObserver:
 
     # -- destruction -----------------------------------------------------------------------------
     def destroyed(self, gid: int) -> None:
-        """Graph `gid` was freed (its CUDAGraph garbage collected, or reset and captured again).
+        """Graph `gid` was freed (its CUDAGraph garbage collected, or reset).
         A finalizer may run inside any allocation, so it only notes the event."""
         view = self._views.get(gid)
         if view is None or view.destroyed or not self.active:
@@ -331,11 +332,21 @@ class GraphObserver:
             self._died_at[gid] = time.time()
             self._note(-gid)
 
+    def graph_reset(self, graph: Any) -> None:
+        """torch's CUDAGraph.reset() freed the graph and its executable and let go of its pool, as
+        its destruction does: the graph it held is destroyed now (the object may capture again,
+        as a new graph)."""
+        gid = self._ids.pop(id(graph), None)
+        if gid is not None and gid not in self._in_tree:
+            self._reset.add(gid)
+            self.destroyed(gid)
+
     def _destroy_step(self, gid: int) -> None:
         view = self._views[gid]
         pool = (f"torch releases pool {view.pool}: {RELEASED_POOL}" if gid in self._pool_released else
                 f"pool {view.pool} stays: other graphs still use it")
-        self._step("destroy", view, f"{view.name} was destroyed after {plural(view.replays, 'replay')}; {pool}", 0.0,
+        how = "was reset (CUDAGraph.reset())" if gid in self._reset else "was destroyed"
+        self._step("destroy", view, f"{view.name} {how} after {plural(view.replays, 'replay')}; {pool}", 0.0,
                    catch_up=False, at=self._died_at.pop(gid, None))
 
     def forget(self, graph_key: int, gid: int) -> None:

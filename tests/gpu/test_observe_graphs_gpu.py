@@ -183,6 +183,44 @@ def test_a_released_pool_s_memory_is_taken_by_no_other_allocation_until_empty_ca
     assert torch.cuda.memory_reserved() <= released - 64 * mib
 
 
+def test_a_reset_graph_is_destroyed_at_its_reset_and_its_object_captures_a_new_graph():
+    """CUDAGraph.reset() frees the graph and lets go of its pool, as its destruction does (the
+    pool's memory goes back at empty_cache while the object lives): the destroy step comes at the
+    reset; a replay then raises torch's own error; the object's next capture is a new graph."""
+    from cgviz.observe.graph_observer import RELEASED_POOL
+
+    mib = 1 << 20
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    with cgviz.observe_graphs() as trace:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = torch.empty(16 * mib, device="cuda")  # 64 MiB, in the graph's own pool
+            y.fill_(1)
+        graph.replay()
+        del y
+        reserved = torch.cuda.memory_reserved()
+        graph.reset()
+        torch.cuda.empty_cache()
+        assert torch.cuda.memory_reserved() <= reserved - 64 * mib  # the pool let go, the object alive
+        with pytest.raises(Exception) as raised:
+            graph.replay()
+        error = str(raised.value)
+        del raised  # its traceback holds the graph
+        x = torch.randn(64, 64, device="cuda")
+        with torch.cuda.graph(graph):
+            x.sin() + 1  # elementwise: no library handle made inside the capture
+        graph.replay()
+        del graph
+        gc.collect()
+    assert "capture" in error  # torch's own words: no capture to replay
+    assert _kinds(trace) == [("capture", 1, 1), ("replay", 1, 1), ("destroy", 1, 1), ("capture", 2, 1),
+                             ("replay", 2, 1), ("destroy", 2, 1)]
+    destroys = [s.reason for s in trace.steps if s.kind == "destroy"]
+    assert destroys == [f"graph 1 was reset (CUDAGraph.reset()) after 1 replay; torch releases pool 1: {RELEASED_POOL}",
+                        f"graph 2 was destroyed after 1 replay; torch releases pool 2: {RELEASED_POOL}"]
+
+
 def _compiled_tree():
     """A function of torch.compile's trees (reset first), and its input."""
     torch._dynamo.reset()
