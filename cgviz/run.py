@@ -163,15 +163,15 @@ def _check_script(script: str) -> None:
     a FIFO no one writes to, and read /dev/zero without end."""
     import stat
 
+    from cgviz.trace.files import special_kind
+
     if not os.path.exists(script):
         raise UsageError(f"no such file: {script or repr(script)}")
     if os.path.isdir(script):
         raise UsageError(f"{script} is a directory, not a Python script")
     mode = os.stat(script).st_mode
     if not stat.S_ISREG(mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
-        raise UsageError(f"{script} is {kind}, not a Python script (a regular file)")
+        raise UsageError(f"{script} is {special_kind(mode)}, not a Python script (a regular file)")
     if not os.access(script, os.R_OK):
         raise UsageError(f"cannot read {script}: permission denied")
 

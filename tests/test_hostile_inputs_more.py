@@ -311,6 +311,18 @@ def test_cgviz_run_refuses_a_fifo_as_the_program_instead_of_waiting_for_it(tmp_p
     assert ran.stderr.strip() == f"cgviz run: {fifo} is a FIFO, not a Python script (a regular file)"
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_cgviz_run_names_a_device_as_reading_a_trace_does():
+    """One wording for a file that is not regular, whether cgviz would run it or read it."""
+    from cgviz.run import UsageError, _check_script
+    from cgviz.trace.io import load_trace
+
+    with pytest.raises(UsageError, match="^/dev/zero is a character device, not a Python script"):
+        _check_script("/dev/zero")
+    with pytest.raises(OSError, match="it is a character device, not a regular file"):
+        load_trace("/dev/zero")
+
+
 # -- a byte order mark ---------------------------------------------------------------------------------
 def test_a_trace_and_a_profiler_trace_with_a_byte_order_mark_load(tmp_path, capsys):
     text = (DATA / "gpu" / "chain.cgtrace.json").read_text(encoding="utf-8")

@@ -121,13 +121,17 @@ def _refuse_special(st: os.stat_result, shown: str, what: str) -> None:
     _require_regular(st, f"cannot save {what} to {shown}")
 
 
+def special_kind(mode: int) -> str:
+    """What a file that is neither regular nor a directory is, in words ("a FIFO")."""
+    return next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
+
+
 def _require_regular(st: os.stat_result, doing: str) -> None:
     """Raise, saying `doing` ("cannot read trace x.json"), unless `st` is a regular file's."""
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(f"{doing}: it is a directory")
     if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "a special file")
-        raise OSError(f"{doing}: it is {kind}, not a regular file")
+        raise OSError(f"{doing}: it is {special_kind(st.st_mode)}, not a regular file")
 
 
 def _naming(exc: OSError, target: str) -> OSError:
