@@ -47,7 +47,9 @@ KIND_COLORS: dict[str, str] = dict(STEP_COLORS)
 # long at most (a `dot` run costs about 15 ms plus 1.1 ms per node); the built-in layout beyond.
 GRAPHVIZ_BUDGET_S = 10.0
 
-#: The timeline's size in inches: wide and low, as it spans the page.
+#: The timeline's size in inches (an inch is 96 CSS px): wide and low, as it spans the page. The
+#: page shows it at 0.9 to 1.1 times that size (page.css), for its words to read as the page's
+#: small text: centred in a wider box, scrolled sideways in a narrower one.
 TIMELINE_SIZE = (14.0, 1.9)
 
 _META_ORDER = ("scenario", "backend", "device", "torch", "cuda", "trace_level")

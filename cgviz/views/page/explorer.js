@@ -76,6 +76,9 @@ export function mount(root, payload, host) {
   const cache = {rows: new Map(), lo: 0, hi: 0, rowH: [], est: 0, tops: null,
     tree: -2, lines: null, struct: -1, painted: {}, memo: {state: null, at: -1}, parts: {}, partIds: [], edgeLayer: null,
     hot: [], must: {}, focus: [], near: null, pool: -2, legend: -1, snapNodes: {}};
+  // the timeline's box as last measured: whether the timeline is wider than it (a narrow window),
+  // the timeline's left and width in it, the box's width and its scroll (read then, not on a step)
+  const tl = {over: false, left: 0, w: 0, box: 0, x: 0};
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
   const style = el("style"); root.appendChild(style);
@@ -100,7 +103,11 @@ export function mount(root, payload, host) {
     forget(h.start);
     const n = model.n;
     q("count").textContent = n;
-    if (h.timeline) q("timeline").innerHTML = h.timeline;
+    if (h.timeline) {
+      q("timeline").innerHTML = h.timeline;
+      const svg = q("timeline").querySelector("svg");  // shown near its drawn width (page.css)
+      if (svg) q("timeline-inner").style.setProperty("--tl-w", naturalWidth(svg) + "px");
+    }
     if (h.tband && h.tband.length) {  // the marker spans the steps' band, not the title above it
       q("marker").style.top = (h.tband[0] * 100) + "%";
       q("marker").style.bottom = (h.tband[1] * 100) + "%";
@@ -383,6 +390,11 @@ export function mount(root, payload, host) {
   }
 
   function poolWidth() { if (!view.poolW) measure(); return view.poolW; }
+  function followOnTimeline() {
+    // a timeline wider than its box scrolls to keep the current step in sight
+    const x = tl.left + model.tx[view.step] * tl.w, m = Math.min(24, tl.box / 4);
+    if (x < tl.x + m || x > tl.x + tl.box - m) q("timeline-box").scrollLeft = tl.x = Math.max(0, x - tl.box / 2);
+  }
   function nodeTable(rec, snap) {
     // the selected node's outputs, or the step's node, or the current one; returns the node shown
     const box = q("node");
@@ -413,7 +425,7 @@ export function mount(root, payload, host) {
     q("reason").textContent = r.reason;
     slider.value = i; q("pos").textContent = "step " + (i + 1) + " / " + model.n;
     q("first").disabled = q("prev").disabled = i === 0; q("last").disabled = q("next").disabled = i === model.n - 1;
-    if (model.tx && model.tx.length > i) q("marker").style.left = (model.tx[i] * 100) + "%";
+    if (model.tx && model.tx.length > i) { q("marker").style.left = (model.tx[i] * 100) + "%"; if (tl.over) followOnTimeline(); }
     markGraph(r.graph);
     ask(i);
     if (!quiet) host.shown(i, view.sel);
@@ -465,6 +477,13 @@ export function mount(root, payload, host) {
   q("fit").onchange = () => placeTree();
   tbox.addEventListener("scroll", () => { view.treeScroll = [tbox.scrollLeft, tbox.scrollTop]; cache.near = null; paintNodes(); });
   new ResizeObserver(() => { if (view.boxW) measure(); paintNodes(); }).observe(tbox);  // more of the tree may show
+  const tlObserver = new ResizeObserver(() => {
+    const b = q("timeline-box"), inner = q("timeline-inner");
+    Object.assign(tl, {over: b.scrollWidth > b.clientWidth + 1, left: inner.offsetLeft, w: inner.offsetWidth, box: b.clientWidth, x: b.scrollLeft});
+    if (tl.over && model.tx && view.step >= 0 && view.step < model.tx.length) followOnTimeline();
+  });
+  tlObserver.observe(q("timeline-box")); tlObserver.observe(q("timeline-inner"));
+  q("timeline-box").addEventListener("scroll", () => { tl.x = q("timeline-box").scrollLeft; });
   window.addEventListener("resize", () => { measure(); placeTree(); });
   tbox.onclick = (e) => {
     // a node of the step's tree (node-M) is selected, or let go. One of another rank's or device's
@@ -476,6 +495,7 @@ export function mount(root, payload, host) {
     view.sel = k === view.step && view.sel === id ? null : id; show(k);
   };
   q("timeline-box").onclick = (e) => {
+    if (!e.target.closest(".cg-timeline-inner")) return;  // the box's empty sides, its scrollbar
     const r = q("timeline-inner").getBoundingClientRect(), f = (e.clientX - r.left) / r.width, tx = model.tx;
     let best = 0;
     for (let i = 1; i < tx.length; i++) if (Math.abs(tx[i] - f) < Math.abs(tx[best] - f)) best = i;
