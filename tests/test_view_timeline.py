@@ -177,6 +177,27 @@ def test_ten_thousand_steps_render_fast_with_few_artists():
     assert sum(1 for c in columns if tuple(c) == pytest.approx(to_rgba(STEP_COLORS["error"]))) >= 90
 
 
+def test_a_dense_timeline_keeps_its_steps_pixels_in_the_svg():
+    """The dense row of steps is an <image> whose PNG is in the drawing itself: the check that
+    takes links out of a drawing keeps those pixels (and nothing else an href could hold)."""
+    import base64
+    import re
+
+    from cgviz.views.svg_output import safe_svg
+
+    svg = timeline_svg(synthetic_trace(2_000))
+    (image,) = re.findall(r"<image\b[^>]*>", svg)
+    assert 'id="timeline-steps-dense"' in image
+    pixels = re.search(r'href="data:image/png;base64,([^"]+)"', image)
+    assert pixels and base64.b64decode(pixels.group(1)).startswith(b"\x89PNG")
+    for href in ("javascript:x()", "data:image/svg+xml;base64,PHN2Zz4=", "https://example.com/a.png",
+                 "data:text/html,x", "data:image/png;base64,AA&quot;onload"):
+        assert "href" not in safe_svg(f'<svg><image xlink:href="{href}"/></svg>')
+    assert "href" not in safe_svg('<svg><a href="data:image/png;base64,AAAA"><text>k</text></a></svg>')
+    assert safe_svg('<svg><image href="data:image/png;base64,AAAA" onload="x()"/></svg>') == (
+        '<svg><image href="data:image/png;base64,AAAA" /></svg>')
+
+
 @pytest.mark.parametrize("n", [1, 7, 19, 250])
 def test_axis_counts_steps_from_one_as_the_explorer_does(n):
     trace = synthetic_trace(n)

@@ -289,12 +289,16 @@ _RISKY_RE = re.compile(r"<\s*/?\s*(?:" + "|".join(_ACTIVE_ELEMENTS) + r")\b"  # 
 _ACTIVE_RE = re.compile(r"<\s*(" + "|".join(_ACTIVE_ELEMENTS) + r")\b[^>]*?(?:/>|>.*?<\s*/\s*\1\s*>)", re.I | re.S)
 _TAG_RE = re.compile(r"<(/?)([A-Za-z][\w:.-]*)((?:\s+[^\s=/>]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*(/?)>")
 _TAG_ATTR_RE = re.compile(r"\s+([^\s=/>]+)(?:\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?")
+# the pixels an <image> may carry: a PNG or JPEG in the drawing itself (matplotlib draws a dense
+# row of steps so), which runs nothing and loads nothing
+_RASTER_RE = re.compile(r"data:image/(?:png|jpeg);base64,[A-Za-z0-9+/=\s]*")
 
 
 def safe_svg(svg: str) -> str:
     """`svg` with nothing in it that runs or leads out of the drawing: no script, foreign
     content or animation element, no event handler (``on*``) attribute, no ``target``, and no
-    link (``href``, ``xlink:href``) but to ``#…`` in the same page. cgviz writes none of them;
+    link (``href``, ``xlink:href``) but to ``#…`` in the same page, or an ``<image>``'s own PNG
+    or JPEG pixels. cgviz writes none of them;
     this checks what Graphviz (or matplotlib) returned, whatever the text drawn in it. A
     drawing without any comes back as it is (one quick search)."""
     if not _RISKY_RE.search(svg):
@@ -315,7 +319,8 @@ def _safe_tag(m: "re.Match") -> str:
     kept = []
     for a in _TAG_ATTR_RE.finditer(attrs):
         key, value = a.group(1).lower(), (a.group(2) or "").strip("\"'").strip()
-        if key.startswith("on") or key == "target" or (key.rsplit(":", 1)[-1] == "href" and not value.startswith("#")):
+        if key.startswith("on") or key == "target" or (key.rsplit(":", 1)[-1] == "href" and not (
+                value.startswith("#") or (name.lower() == "image" and _RASTER_RE.fullmatch(value)))):
             continue
         kept.append(a.group(0))
     return f"<{close}{name}{''.join(kept)}{' ' if empty and kept else ''}{empty}>"
