@@ -41,9 +41,10 @@ def test_each_release_offers_the_way_cgviz_takes(release):
         assert surface.has_function(GRAPHS, name) is has_hooks, (release, name)
         if has_hooks:
             assert list(surface.function_signature(GRAPHS, name).parameters) == ["fn"]
-    for method in _graph_hooks.WRAPPED_METHODS + ("pool",):
+    for method in _graph_hooks.WRAPPED_METHODS + (_graph_hooks.RESET_METHOD, "pool"):
         assert surface.has_member("CUDAGraph", method, GRAPHS), (release, method)
     assert list(surface.signature("CUDAGraph", "replay", GRAPHS).parameters) == ["self"]
+    assert list(surface.signature("CUDAGraph", "reset", GRAPHS).parameters) == ["self"]
     assert list(surface.signature("CUDAGraph", "capture_end", GRAPHS).parameters) == ["self"]
 
 
