@@ -232,8 +232,7 @@ class FoundDead:
     An expired output has no users, and only its node's run gives it some again: torch points an
     output's wrapper at another storage (`swap_weakref`) or makes a new wrapper only while the node
     runs (`reconstruct_outputs`), where the caller starts a new FoundDead; 2.14+'s generation cloning
-    swaps the outputs of a storage only where one of them is live, and an output found expired
-    has no user of its storage left. `node` tells a node apart from a later one at the same id();
+    points wrappers at placeholder storages no one holds, which read expired. `node` tells a node apart from a later one at the same id();
     `tracked` keeps what `tracked_outputs` found of it."""
 
     __slots__ = ("node", "expired", "tracked")
