@@ -22,26 +22,24 @@ LOADERS = {"gpu": gpu_trace, "torch": torch_trace, "surprises": surprise_trace, 
 
 def stale_snapshots(trace: Trace) -> list[tuple]:
     """(step index, what, shown, expected) for each snapshot whose generation or replay counts are
-    not those of its step's last repetition (the block a step with repeat > 1 closes holds its
-    `span` steps)."""
-    steps, counts, found, i = trace.steps, Counter(), [], 0
-    while i < len(steps):
-        end = next((j for j in range(i, len(steps)) if steps[j].repeat > 1 and j - steps[j].span + 1 == i), i)
-        block, times = steps[i:end + 1], steps[end].repeat
-        per = Counter(s.node for s in block if s.kind == "execute")
-        generations = sum(s.kind == "generation" for s in block)
-        reached = counts + Counter({n: c * (times - 1) for n, c in per.items()})
-        for s in block:
-            if s.kind == "execute":
-                reached[s.node] += 1
-            if s.snapshot is None:
-                continue
-            if s.snapshot.generation != s.generation + generations * (times - 1):
-                found.append((s.index, "generation", s.snapshot.generation, s.generation + generations * (times - 1)))
-            found += [(s.index, f"node {v.id} replays", v.replays, reached[v.id])
-                      for v in s.snapshot.nodes if v.kind == "graph" and v.replays != reached[v.id]]
-        counts += Counter({n: c * times for n, c in per.items()})
-        i = end + 1
+    not those reached at its step's last repetition (its last place in `Trace.expanded()`)."""
+    replays, generations = Counter(), 0
+    first: dict[int, int] = {}  # id(step) -> generation steps seen before its first repetition
+    reached: dict[int, tuple] = {}  # id(step) -> (step, replays and generation steps at its last)
+    for s in trace.expanded():
+        replays[s.node] += s.kind == "execute"
+        generations += s.kind == "generation"
+        first.setdefault(id(s), generations)
+        reached[id(s)] = (s, Counter(replays), generations)
+    found = []
+    for s, counts, at in reached.values():
+        if s.snapshot is None:
+            continue
+        generation = s.generation + at - first[id(s)]
+        if s.snapshot.generation != generation:
+            found.append((s.index, "generation", s.snapshot.generation, generation))
+        found += [(s.index, f"node {v.id} replays", v.replays, counts[v.id])
+                  for v in s.snapshot.nodes if v.kind == "graph" and v.replays != counts[v.id]]
     return found
 
 

@@ -337,7 +337,7 @@ class GraphObserver:
         its destruction does: the graph it held is destroyed now (the object may capture again,
         as a new graph)."""
         gid = self._ids.pop(id(graph), None)
-        if gid is not None and gid not in self._in_tree:
+        if gid is not None:
             self._reset.add(gid)
             self.destroyed(gid)
 

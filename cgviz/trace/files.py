@@ -74,7 +74,7 @@ def _save_target(path: str | os.PathLike, what: str) -> tuple[str, Optional[int]
         except OSError:
             followed = None
         if followed is not None:
-            _refuse_special(followed, path, what)
+            _require_regular(followed, f"cannot save {what} to {path}")
     return target, _replaceable(target, shown, what)
 
 
@@ -108,17 +108,12 @@ def _replaceable(target: str, shown: str, what: str) -> Optional[int]:
     except OSError as exc:  # a loop of symbolic links, ...
         raise _naming(exc, target) from None
     if st is not None:
-        _refuse_special(st, shown, what)
+        _require_regular(st, f"cannot save {what} to {shown}")
     if st is not None and (not st.st_mode & 0o222 or not os.access(target, os.W_OK)):
         raise PermissionError(f"cannot save {what} to {shown}: the file is read-only (left unchanged)")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot save {what} to {shown}: directory {directory} is not writable")
     return None if st is None else stat.S_IMODE(st.st_mode)
-
-
-def _refuse_special(st: os.stat_result, shown: str, what: str) -> None:
-    """Raise when the file `st` describes (named `shown`) is not a regular file a save may replace."""
-    _require_regular(st, f"cannot save {what} to {shown}")
 
 
 def special_kind(mode: int) -> str:
@@ -184,12 +179,12 @@ def read_file(path: str | os.PathLike, what: str, error: type[Exception]) -> byt
     limit = max_file_bytes(error)
     if "\0" in os.fsdecode(path):
         raise ValueError(f"cannot read {what} {path!r}: a file name cannot hold a NUL character")
-    _check_regular(os.stat(path), path, what)
+    _require_regular(os.stat(path), f"cannot read {what} {path}")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
     with open(fd, "rb", buffering=0) as fh:
         st = os.fstat(fd)
-        _check_regular(st, path, what)
+        _require_regular(st, f"cannot read {what} {path}")
         if st.st_size > limit:
             raise error(f"{path}: too large to read as a {what}: {mib(st.st_size)}, more than the limit of "
                         f"{mib(limit)} (set {MAX_FILE_ENV} to read larger files)")
@@ -227,7 +222,3 @@ def decompressed(raw: bytes, path: str, what: str, error: type[Exception]) -> by
                 f"(set {MAX_FILE_ENV} to read larger files)"))
     except (OSError, EOFError, zlib.error) as exc:
         raise error(f"{path}: not a {what} (a damaged gzip file: {exc})") from None
-
-
-def _check_regular(st: os.stat_result, path: str, what: str) -> None:
-    _require_regular(st, f"cannot read {what} {path}")
