@@ -48,8 +48,6 @@ def test_a_shipped_snapshot_shows_its_steps_last_repetition(family, name):
     assert stale_snapshots(LOADERS[family](name)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the DDP traces were recorded before folded blocks brought their snapshots "
-                   "forward; recording them again needs two GPUs under torchrun")
 @pytest.mark.parametrize("run", ["clean", "planted"])
 def test_the_ddp_traces_snapshots_show_their_steps_last_repetition(run):
     assert all(stale_snapshots(load_trace(path)) == [] for path in ddp_traces(run))

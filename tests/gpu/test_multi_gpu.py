@@ -156,7 +156,9 @@ def test_timed_replays_of_graphs_on_two_devices_each_time_their_own():
                 x @ x
                 torch.cuda.synchronize()
                 graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
+                # torch.cuda.graph's default capture stream is one for the class, made on the
+                # device current at its first use: each device needs a stream of its own
+                with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):
                     y = x @ x
                 graphs[device] = (graph, x, y)
         for _ in range(5):
@@ -166,5 +168,6 @@ def test_timed_replays_of_graphs_on_two_devices_each_time_their_own():
     for device in (0, 1):
         _, x, y = graphs[device]
         torch.testing.assert_close(y, x @ x)
-    assert [(g.device, g.replays) for g in trace.graphs] == [("cuda:0", 5), ("cuda:1", 5)]
+    seen = [(g.device, g.replays) for g in trace.graphs]
+    assert seen == [("cuda:0", 5), ("cuda:1", 5)], seen
     assert all(g.replay_us and g.replay_us > 0 for g in trace.graphs)
