@@ -33,6 +33,11 @@ class CUDAGraphNode:
         self.children = {"f": list(children)}
         self.held, self.outputs_weakrefs = held_outputs(outputs)
         self.device = 0
+        self.parent = None
+        for child in children:
+            child.parent = self
+        # (depth, output index) of the path's outputs torch finds dead before replaying this node
+        self.expected_dead_indices_before_graph, self.expected_dead_indices_after_graph = [], []
 
 
 class CUDAWarmupNode:
@@ -126,6 +131,42 @@ def test_an_output_given_another_storage_by_its_nodes_run_is_asked_again():
     node.outputs_weakrefs[0].swap_weakref(fresh.untyped_storage()._weak_ref())  # as torch's replay does
     tree.ran(node)  # what the observer does at each replay torch makes
     assert liveness(tree, manager) == [True, True]
+
+
+def test_the_outputs_torch_found_dead_before_a_replay_are_not_asked():
+    """torch replays a node only after finding dead the outputs of its path that died while it
+    was recorded (a backward finds its forward's saved outputs dead): the state after the replay
+    shows them dead without asking; the path's other outputs are asked as before."""
+    backward = CUDAGraphNode("backward", outputs=1)
+    forward = CUDAGraphNode("forward", backward, outputs=4)
+    backward.expected_dead_indices_before_graph = [(0, 0)]
+    backward.expected_dead_indices_after_graph = [(0, 1), (0, 2)]
+    manager = Manager({"f": [forward]}, current=backward)
+    tree = snapshots({}, manager)
+    assert liveness(tree, manager) == [True] * 5
+    del forward.held[:3]  # what torch found dead before it replayed the backward
+    out = list(backward.held)  # what the replay returns
+    tree.returning(backward)
+    wrappers = forward.outputs_weakrefs
+    forward.outputs_weakrefs = [Untouchable(), Untouchable(), Untouchable(), wrappers[3]]
+    assert liveness(tree, manager) == [False, False, False, True, True]
+    forward.outputs_weakrefs = wrappers
+    assert layout.outputs_live(forward) == [False, False, False, True]  # what asking each one gives
+    tree.ran(forward)  # the forward runs again: its outputs are asked anew
+    assert liveness(tree, manager) == [False, False, False, True, True]
+    del out
+
+
+def test_what_torch_finds_dead_is_read_from_the_nodes_own_lists():
+    """The outputs torch checks before a replay, by ancestor from the root: both of the node's
+    lists, each output once; an index outside its path (none in torch) is left out."""
+    c = CUDAGraphNode("c", outputs=1)
+    b = CUDAGraphNode("b", c, outputs=2)
+    a = CUDAGraphNode("a", b, outputs=3)
+    c.expected_dead_indices_before_graph = [(1, 1), (0, 2)]
+    c.expected_dead_indices_after_graph = [(0, 0), (0, 2), (2, 0), (5, 0)]
+    assert [(node.name, found) for node, found in layout.found_dead_by_torch(c)] == [("a", (0, 2)), ("b", (1,))]
+    assert layout.found_dead_by_torch(a) == []
 
 
 class Untouchable:

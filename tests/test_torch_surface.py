@@ -645,6 +645,41 @@ def test_a_cached_output_cpp_holds_is_read_as_the_releases_check_refcount_says(r
     assert live == since, f"torch {release}: check_refcount returns {ast.unparse(returned)}"
 
 
+def replays_and_checks(source: str) -> tuple[list[str], set[str]]:
+    """In the trees' source: the test of the `if` right around each call of execute_node, and the
+    lists that CUDAGraphNode's check_invariants and run hand to _check_liveness."""
+    tree = ast.parse(source)
+    guards = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            calls = [getattr(stmt, "value", None) for stmt in node.body]  # the if's own statements
+            if any(isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "execute_node" for c in calls):
+                guards.append(ast.unparse(node.test))
+    node_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "CUDAGraphNode")
+    checked = set()
+    for method in node_class.body:
+        if isinstance(method, ast.FunctionDef) and method.name in ("check_invariants", "run"):
+            for call in ast.walk(method):
+                if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "_check_liveness":
+                    checked.add(getattr(call.args[0], "attr", ""))
+    return guards, checked
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_torch_replays_a_node_only_after_finding_its_checked_outputs_dead(release):
+    """The observer takes the outputs of CHECKED_DEAD as dead after a replay without asking:
+    torch calls execute_node only where the node's check_invariants passed, and the check (or,
+    in 2.15, the node's run) finds each output of both lists dead."""
+    folder = TORCH_SRC / release
+    if not (folder / TREES).is_file():
+        pytest.skip(f"no sources of torch {release} at {folder}")
+    source = (folder / TREES).read_text(encoding="utf-8")
+    guards, checked = replays_and_checks(source)
+    assert guards == ["status == CheckInvariantStatus.SUCCESS"], guards
+    assert source.count("execute_node(") == 2  # that call, and the method itself
+    assert checked == set(layout.CHECKED_DEAD)
+
+
 # -- the helpers for wrapper tests ----------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ and hands it what it keeps of torch's nodes: their ids, labels, replay counts an
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from typing import Any, Callable, Optional
 
@@ -71,7 +72,7 @@ class TreeSnapshots:
             key = id(node)
             dead = found_dead.get(key)
             if dead is None or not dead.of(node):
-                dead = found_dead[key] = layout.FoundDead(node)
+                dead = self._found(node)
             shown.append(key)
             if key == returning:  # every output torch tracks is in the list its caller holds
                 shown.append(layout.tracked_outputs(node, dead))
@@ -90,9 +91,28 @@ class TreeSnapshots:
     def returning(self, node: Any) -> None:
         """torch replayed `node` and its execute_node is returning the outputs, held in one list:
         the next state shows each output torch tracks live, as expired() would find it, without
-        asking (a replay loop's decision would ask each one, and most are asked right after)."""
-        self.ran(node)
+        asking (a replay loop's decision would ask each one, and most are asked right after).
+        The outputs of its path that torch found dead before the replay are not asked either
+        (a backward's replay finds its forward's saved outputs dead)."""
+        found = self._found(node)
+        found.node_ran()
         self._returning = id(node)
+        checks = found.torch_checks
+        if checks is None:  # the same at every replay: torch makes the lists when it records the node
+            checks = found.torch_checks = [(weakref.ref(a), len(layout.output_refs(a)), frozenset(i))
+                                           for a, i in layout.found_dead_by_torch(node)]
+        for ancestor, count, indices in checks:
+            ancestor = ancestor()
+            if ancestor is not None:
+                self._found(ancestor).found_expired(count, indices)
+
+    def _found(self, node: Any) -> layout.FoundDead:
+        """What reads found of `node`'s outputs (afresh for a node not seen, or freed)."""
+        key = id(node)
+        found = self._found_dead.get(key)
+        if found is None or not found.of(node):
+            found = self._found_dead[key] = layout.FoundDead(node)
+        return found
 
     def node_view(self, manager: Any, node: Any, live: dict[int, Any], generation: int,
                   invalidated: set[tuple[int, int]]) -> NodeView:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import cgviz
+from cgviz.observe import _torch_layout as layout
 from cgviz.observe import observer
 from cgviz.observe.tree_snapshots import TreeSnapshots
 from cgviz.scenarios import SCENARIOS
@@ -53,26 +54,31 @@ def test_an_observed_training_loop_stores_the_trace_a_snapshot_per_decision_give
 
 
 @pytest.mark.usefixtures("fresh_dynamo")
-def test_the_outputs_a_replay_is_returning_are_live_as_torch_would_ask_them(monkeypatch):
-    """At "full", the state read while torch's execute_node returns a replay's outputs shows each
-    output torch tracks live without asking: at every such read of a training loop, asking each
-    output (torch's expired(), read as the observer reads it) gives the same state."""
-    read = TreeSnapshots.state
-    checked = []
+def test_every_state_of_a_training_loop_is_what_asking_every_output_gives(monkeypatch):
+    """At "full", a state asks only the outputs it has not found dead: not those of a replay
+    torch's execute_node is returning (shown live), nor those torch found dead before the replay
+    (the forward's saved outputs, at the backward's), nor those found dead before. At every state
+    of a training loop, asking each output (torch's expired(), read as the observer reads it)
+    gives the same state; and torch's own finds spared asks."""
+    read, found_by_torch = TreeSnapshots.state, layout.FoundDead.found_expired
+    checked, marked = [], []
 
     def state(self, manager, invalidated):
-        returning = self._returning
-        if returning is None:
-            return read(self, manager, invalidated)
-        self._returning = None
+        kept, returning = self._found_dead, self._returning
+        self._found_dead, self._returning = {}, None
         asked = read(self, manager, invalidated)  # every output asked
-        self._returning = returning
-        self._found_dead.pop(returning, None)
+        self._found_dead, self._returning = kept, returning
         shown = read(self, manager, invalidated)
         checked.append(shown == asked)
         return shown
 
+    def found_expired(self, count, indices):
+        marked.append(len(indices))
+        return found_by_torch(self, count, indices)
+
     monkeypatch.setattr(TreeSnapshots, "state", state)
+    monkeypatch.setattr(layout.FoundDead, "found_expired", found_expired)
     trace = observed_training(20)
     assert trace.counts()["execute"] >= 30
-    assert len(checked) >= 30 and all(checked)
+    assert len(checked) >= 50 and all(checked)
+    assert len(marked) >= 15 and min(marked) >= 1  # at every backward's replay

@@ -50,6 +50,10 @@ HOOKED_METHODS = {
     # torch 2.15+: inputs that are outputs of the path and keep moving are copied, or the edge skipped
     "managed_input_limit": "_update_cudagraph_managed_input_rerecord",
 }
+# A node's (depth, output index) pairs of its path's outputs that died between its parent's
+# recording and its own, and during its own: torch finds each dead again before it replays the
+# node (check_invariants; 2.15 checks the second list in the node's run, before its graph).
+CHECKED_DEAD = ("expected_dead_indices_before_graph", "expected_dead_indices_after_graph")
 # Members of the module's classes that are read or called (instance attributes included).
 CLASS_MEMBERS: dict[str, tuple] = {
     MANAGER_CLASS: (
@@ -61,7 +65,7 @@ CLASS_MEMBERS: dict[str, tuple] = {
         "ids_to_funcs", "active_warmup_function", "demoted_cudagraph_managed_idxs", "cudagraph_managed_input_rerecord",
     ),
     "CUDAGraphNode": ("id", "graph", "wrapped_function", "parent", "children", "outputs_weakrefs", "outputs_metadata",
-                      "cached_tensor_outputs", "check_invariants", "device", "_record"),
+                      "cached_tensor_outputs", "check_invariants", "device", "_record", *CHECKED_DEAD),
     "CheckInvariantStatus": ("StaticInputIdxMismatch", "CudagraphManagedIdxMismatch",
                              "ExpectedDeadIndicesBeforeGraphMismatch"),
     "CUDAWarmupNode": ("id", "wrapped_function", "parent", "outputs_weakrefs", "already_warm", "device_index"),
@@ -216,7 +220,7 @@ from cgviz.observe._torch_layout.compiling import (
 )
 from cgviz.observe._torch_layout.manager import (
     FoundDead, added_function_id, already_warm, cloned_outputs, compile_id, current_node, demoted_inputs, eager_cause,
-    function_label, generation_check, is_kernel_free, is_warmup, live_outputs, managed_input_limit_reached,
+    found_dead_by_torch, function_label, generation_check, is_kernel_free, is_warmup, live_outputs, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
     node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
     recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tracked_outputs,

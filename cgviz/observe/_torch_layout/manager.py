@@ -12,7 +12,7 @@ import torch
 
 from cgviz.observe import frames
 from cgviz.observe._torch_layout import (
-    CPP_HELD_CACHED_OUTPUT_LIVE, EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS,
+    CHECKED_DEAD, CPP_HELD_CACHED_OUTPUT_LIVE, EAGER_MANAGED_INPUT_LIMIT, EAGER_MUTATION, EAGER_RERECORD_LIMIT, MANAGER_CLASS,
     MANAGER_INIT, NODE_RECORD, NODE_REPLAY, RUN_METHODS, STORAGE_USE_COUNT, TREES_MODULE, WARMUP_NODE_CLASS, has_since,
 )
 from cgviz.observe.lookups import read
@@ -211,6 +211,21 @@ def tracked_outputs(node: Any, reads: Optional["FoundDead"] = None) -> tuple[int
     return tracked
 
 
+def found_dead_by_torch(node: Any) -> list[tuple[Any, tuple[int, ...]]]:
+    """(ancestor, output indices): the outputs of `node`'s path that torch found dead before it
+    replayed `node`, as lists it keeps from the recording (CHECKED_DEAD). torch replays a node
+    (execute_node) only after its check_invariants passed, and the replay asks each of these
+    with the wrapper's own expired(): a replay that returned found every one dead. From the
+    root; the node's own outputs are never among them (the lists are made before it has any)."""
+    path = path_to(node)[::-1]
+    indices: dict[int, set[int]] = {}
+    for name in CHECKED_DEAD:
+        for depth, index in read(node, name, ()) or ():
+            indices.setdefault(depth, set()).add(index)
+    return [(path[depth], tuple(sorted(found))) for depth, found in sorted(indices.items())
+            if 0 <= depth < len(path) - 1]
+
+
 def output_metadata(node: Any) -> list:
     """Per output: a dict (size, stride, dtype, nbytes, data_ptr, …) for a tensor, else the int or
     None output itself (warmup nodes keep none)."""
@@ -225,26 +240,40 @@ def outputs_live(node: Any) -> list[bool]:
 
 
 class FoundDead:
-    """What reads of one node's outputs found expired, by output index: such an output is not
-    read again, and nothing of it is touched (a read of a replay loop is paid in cache misses on
-    torch's objects more than in instructions).
+    """What reads of one node's outputs found expired: the outputs still open (not found
+    expired) are the only ones read again, and nothing of the others is touched (a read of a
+    replay loop is paid in cache misses on torch's objects more than in instructions, and a loop
+    over every output in Python).
 
     An expired output has no users, and only its node's run gives it some again: torch points an
     output's wrapper at another storage (`swap_weakref`) or makes a new wrapper only while the node
-    runs (`reconstruct_outputs`), where the caller starts a new FoundDead; 2.14+'s generation cloning
-    points wrappers at placeholder storages no one holds, which read expired. `node` tells a node apart from a later one at the same id();
-    `tracked` keeps what `tracked_outputs` found of it."""
+    runs (`reconstruct_outputs`), where `node_ran` opens every output again; 2.14+'s generation
+    cloning points wrappers at placeholder storages no one holds, which read expired. `node` tells
+    a node apart from a later one at the same id(); `tracked` keeps what `tracked_outputs` found of
+    it, `torch_checks` what torch finds dead before each of its replays."""
 
-    __slots__ = ("node", "expired", "tracked")
+    __slots__ = ("node", "count", "open", "tracked", "torch_checks")
 
     def __init__(self, node: Any = None) -> None:
         self.node = None if node is None else weakref.ref(node)
-        self.expired: list[bool] = []  # per output: found expired (or no tensor torch keeps a reference to)
+        self.count = -1  # how many outputs `open` is of
+        self.open: list[int] = []  # indices of the outputs not found expired (all when count is -1)
         self.tracked: Optional[tuple[int, tuple[int, ...]]] = None  # (how many outputs, the tracked ones)
+        # (weakref to an ancestor, its number of outputs, the indices of those found dead)
+        self.torch_checks: Optional[list[tuple[Any, int, frozenset[int]]]] = None
 
     def node_ran(self) -> None:
         """Its node ran: every output may be live again."""
-        self.expired = []
+        self.count = -1
+
+    def still_open(self, count: int) -> Any:
+        """The indices of the node's `count` outputs to read."""
+        return self.open if self.count == count else range(count)
+
+    def found_expired(self, count: int, indices: frozenset[int]) -> None:
+        """These of the node's `count` outputs were found expired (by torch itself)."""
+        self.open = [i for i in self.still_open(count) if i not in indices]
+        self.count = count
 
     def of(self, node: Any) -> bool:
         """Is this what was found of `node` (not of a node torch freed, whose id() it now has)?"""
@@ -254,7 +283,7 @@ class FoundDead:
 def live_outputs(node: Any, dead: FoundDead) -> list[int]:
     """The indices of a node's live outputs, as torch's StorageWeakRefWrapper.expired() tells
     it, read without calling it (it takes five Python calls per output, and 2.15's may detach
-    a tensor); those `dead` holds are skipped, those found expired are added to it.
+    a tensor); only the outputs `dead` holds open are read, and it keeps the live ones open.
 
     expired() is true when the storage's use count is at its baseline (0, or 2 for an output torch
     caches: the cache's storage object and tensor) and, for a cached output, check_refcount says
@@ -267,16 +296,12 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
     beyond torch's counts, and a cached output that Python holds more than once is read no further
     than its tensor's reference count."""
     refs = read(node, "outputs_weakrefs", None) or ()
-    found = dead.expired
-    if len(found) != len(refs):
-        found = dead.expired = [False] * len(refs)
+    count = len(refs)
     cached = getattr(node, "cached_tensor_outputs", None) or ()
     n_cached = len(cached)
     use_count, refcount, cpp_held_live = getattr(torch._C, STORAGE_USE_COUNT), sys.getrefcount, CPP_HELD_CACHED_OUTPUT_LIVE
     live = []
-    for i in range(len(refs)):
-        if found[i]:
-            continue
+    for i in dead.still_open(count):
         if i < n_cached and cached[i] is not None:
             # expired() is check_refcount and the storage's count at 2; the check first, as it
             # decides most live outputs alone. check_refcount: the cache's list entry and
@@ -297,10 +322,9 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
                 expired = use_count(ref.ref.cdata) == 0
             else:
                 expired = ref.expired()
-        if expired:
-            found[i] = True
-        else:
+        if not expired:
             live.append(i)
+    dead.open, dead.count = live, count
     return live
 
 
