@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 import weakref
 from collections import Counter
 
@@ -19,6 +20,7 @@ from cgviz.observe import _torch_layout as layout
 from cgviz.observe._torch_layout import manager as manager_layout
 from cgviz.observe.observer import TorchObserver
 from cgviz.observe.tree_snapshots import TreeSnapshots
+from snapshot_twins import observer_twins, same_steps
 
 
 def held_outputs(count: int) -> tuple[list, list]:
@@ -334,6 +336,7 @@ def test_the_observer_asks_nothing_of_the_outputs_its_replay_is_returning(use_co
     assert use_counts[0] == 0
     observer.path_ended(manager, node)
     assert use_counts[0] == 2
+    observer.catch_up()  # the steady decisions, noted raw, made into steps
     assert observer.trace.counts()["execute"] == 4
 
 
@@ -441,3 +444,42 @@ def test_the_observer_lets_go_of_the_nodes_torch_freed():
     observer.node_id(CUDAWarmupNode("late", 0))
     assert len(observer._nodes) == 2  # let go at the next walk
     assert observer.live_nodes() == {0: kept} and len(observer._nodes) == 1
+
+
+def test_a_loop_noted_raw_at_full_stores_what_a_snapshot_per_decision_gives(monkeypatch):
+    """At "full" the decisions the step log would only count are noted raw with their state and
+    made into steps in bulk; the others are logged at once. A loop whose user holds an output on
+    some steps (the state changes there, and back) stores the steps, snapshots and durations
+    that a snapshot at each decision gives, and notes most of its decisions."""
+    made = observer_twins(monkeypatch)
+    backward = CachedOutputsNode("backward", outputs=3)
+    forward = CachedOutputsNode("forward", outputs=4)
+    forward.children, backward.children, backward.parent = {"g": [backward]}, {}, forward
+    backward.expected_dead_indices_after_graph = [(0, 1), (0, 2)]
+    manager = Manager({"f": [forward]}, current=forward)
+    manager.device_index, manager.cuda_graphs_thread_pool = None, None
+    observer = TorchObserver("full")
+    held = []
+    for step in range(60):
+        outs = forward.replay()
+        observer.generation_began(manager)
+        observer.replayed(manager, forward, time.perf_counter())
+        loss = outs[0]
+        if step % 11 == 3 or step == 57:  # the user keeps an output a while (and to the end)
+            held.append(outs[3])
+        del outs
+        grads = backward.replay()
+        observer.replayed(manager, backward, time.perf_counter())
+        if step % 11 == 5:
+            held.clear()
+        if step % 13 == 9:
+            observer.path_ended(manager, backward)
+        del loss, grads
+    observer.finish()
+    (log,) = made
+    log.twin.flush()
+    assert same_steps(observer.trace.steps, log.twin.steps)
+    counts = observer.trace.counts()
+    assert (counts["execute"], counts["generation"], counts["path_end"]) == (120, 60, 4)
+    assert log.skipped > 120  # most decisions took no snapshot: noted raw
+    assert len(observer.trace.steps) < 60

@@ -30,6 +30,8 @@ from cgviz.trace.model import Snapshot, Step, Trace
 from cgviz.trace.ranks import device_described
 
 _GENERATION = decision_key("generation", None, None, None, (), None)  # a generation that invalidated nothing
+_UNREAD = object()  # a decision's state not read yet (read it when it is logged)
+_NOTED = object()  # the decision was noted raw (see TorchObserver._noted)
 
 
 def make_step(kind: str, reason: str, generation: int, function: Optional[str], node: Optional[int],
@@ -46,6 +48,17 @@ def _generation_step(ended: int, generation: int, invalidated: list, cloned: lis
     """A generation step, worded only when kept (most fold into a repeat count)."""
     return make_step("generation", naming.generation_reason(ended, invalidated, cloned), generation,
                      None, None, None, invalidated)
+
+
+def _noted_step(event: Any, generation: int) -> Callable[..., Step]:
+    """The maker of the step of a decision noted raw at "full" (see TorchObserver._noted)."""
+    if event is NEW_GENERATION:
+        return partial(_generation_step, generation - 1, generation, [], [])
+    if len(event) == 2:
+        return partial(make_step, "path_end", portable_paths(_path_end_reason(event[1])), generation,
+                       None, None, None, [])
+    _, cg_id, label, parent, reason = event
+    return partial(make_step, "execute", reason, generation, label, cg_id, parent, [])
 
 
 class TorchObserver:
@@ -91,6 +104,10 @@ class TorchObserver:
         self._replay_steps: dict[int, tuple] = {}  # id(torch node) -> what its replay steps say
         self._path_end_keys: dict[Optional[int], tuple] = {}  # node id -> the key of the path ending there
         self.raw = RawEvents(self._make_raw)  # replay-loop events not yet made into steps (see catch_up)
+        self.full = trace == "full"
+        # at "full": where the step log's repeating block stands (StepLog.expected), kept up to
+        # date as decisions are noted raw; None when no block repeats
+        self._expect: Optional[list] = None
         self.compile = CompileEvents(self.step)  # skip messages, compile-time decisions, graph names
         self.snapshots = TreeSnapshots(self.node_id, self.live_nodes, self.label, self._devices, self.replays,
                                        self._born)
@@ -155,7 +172,8 @@ class TorchObserver:
 
     # -- steps ---------------------------------------------------------------------------------
     def step(self, kind: str, reason: str, manager: Any = None, *, function: Optional[str] = None,
-             node: Any = None, invalidated: Optional[list] = None, start: Optional[float] = None) -> None:
+             node: Any = None, invalidated: Optional[list] = None, start: Optional[float] = None,
+             state: Any = _UNREAD) -> None:
         """A decision off the replay loop's hot path: the events noted before it come first."""
         if self.raw.events:
             self.catch_up()
@@ -170,7 +188,7 @@ class TorchObserver:
         invalidated = invalidated or []
         key = decision_key(kind, function, node_id, parent_id, invalidated, reason)
         self._add(key, manager, partial(make_step, kind, reason, self.generation, function, node_id, parent_id,
-                                        invalidated), start)
+                                        invalidated), start, state)
 
     def saw(self, manager: Any) -> None:
         if manager is None or any(ref() is manager for ref in self._managers):
@@ -184,15 +202,18 @@ class TorchObserver:
             self.trace.meta["devices"] = [device_described(i) for i in devices]
             self.log.name_devices()
 
-    def _add(self, key: tuple, manager: Any, make: Any, start: Optional[float]) -> None:
-        """Into the step log, with its tree's device; `start` None: not timed (duration 0)."""
+    def _add(self, key: tuple, manager: Any, make: Any, start: Optional[float], state: Any = _UNREAD) -> None:
+        """Into the step log, with its tree's device; `start` None: not timed (duration 0);
+        `state` (at "full"): what a snapshot would show, where the caller read it already."""
         duration = 0.0 if start is None else time.perf_counter() - start
         if start is not None:  # its start on the wall clock torch's profiler uses (Step.start)
             make = partial(make, start=time.time() - duration)
         device = None if manager is None else self._devices.get(id(manager))
-        if self.level == "full" and manager is not None:  # a snapshot, taken when what it shows changed
-            self.log.add(key, make, duration, device, state=self.snapshots.state(manager, self._invalidated),
-                         snap=partial(self.snapshot, manager))
+        if self.full and manager is not None:  # a snapshot, taken when what it shows changed
+            if state is _UNREAD:
+                state = self.snapshots.state(manager, self._invalidated)
+            self.log.add(key, make, duration, device, state=state, snap=partial(self.snapshot, manager))
+            self._expect = self.log.expected()
         else:
             self.log.add(key, make, duration, device)
 
@@ -210,38 +231,83 @@ class TorchObserver:
 
     def replayed(self, manager: Any, node: Any, start: Optional[float] = None) -> None:
         """torch replayed a node: noted raw at "events" (its step's parts, made at its first
-        replay), made into a step at once at "full"."""
+        replay); at "full" noted raw with its state where the step log would only count it,
+        else made into a step at once."""
         raw = self.raw
-        if raw.manager_id == id(manager) or self.raw_manager(manager):
+        if self.full:
+            self.snapshots.returning(node)  # this runs in execute_node's wrapper, which holds the outputs
+            part = self._replay_parts(manager, node)
+            state = self._noted(manager, part[0], part, start)
+            if state is not _NOTED:
+                if raw.events:  # graphs outside the trees destroyed before it
+                    self.catch_up()
+                self._add_replay(manager, part, start, state)
+        elif raw.manager_id == id(manager) or self.raw_manager(manager):
             part = self._replay_steps.get(id(node)) or self._replay_parts(manager, node)
             events = raw.events  # raw.note(part), inline: this runs on every replay of the loop
             events.append(part)
             if len(events) >= raw_events.RAW_BATCH:
                 raw.flush()
-        else:
-            if raw.events:  # graphs outside the trees destroyed before it
-                self.catch_up()
-            self.snapshots.returning(node)  # this runs in execute_node's wrapper, which holds the outputs
-            self._add_replay(manager, self._replay_parts(manager, node), start)
 
     def generation_began(self, manager: Any) -> None:
         pending = self._pending_invalidated or self._pending_cloned  # said by its step: made now
         raw = self.raw
-        if not pending and (raw.manager_id == id(manager) or self.raw_manager(manager)):
+        if pending:
+            self.catch_up()
+            self._new_generation(manager)
+        elif self.full:
+            state = self._noted(manager, _GENERATION, NEW_GENERATION, None)
+            if state is not _NOTED:
+                self.catch_up()
+                self._new_generation(manager, state)
+        elif raw.manager_id == id(manager) or self.raw_manager(manager):
             events = raw.events  # raw.note(...), inline: this runs on every call of the loop
             events.append(NEW_GENERATION)
             if len(events) >= raw_events.RAW_BATCH:
                 raw.flush()
-        else:
-            self.catch_up()
-            self._new_generation(manager)
 
     def path_ended(self, manager: Any, before: Any) -> None:
-        if self.raw.manager_id == id(manager) or self.raw_manager(manager):
-            self.raw.note((PATH_END, self.node_id(before)))
-        else:
+        before_id = self.node_id(before)
+        if self.full:
+            state = self._noted(manager, self._path_end_key(before_id), (PATH_END, before_id), None)
+            if state is not _NOTED:
+                self.catch_up()
+                self._path_end(manager, before_id, state)
+        elif self.raw.manager_id == id(manager) or self.raw_manager(manager):
+            self.raw.note((PATH_END, before_id))
+
+    def _noted(self, manager: Any, key: tuple, event: Any, start: Optional[float]) -> Any:
+        """At "full": a replay-loop decision that the step log would only count (the next of
+        its repeating block, in the state that block's snapshot shows) is noted raw, with its
+        state and duration, and made into steps in bulk (`_make_noted`). Returns _NOTED, or
+        the state read (_UNREAD where notes or invalidated outputs wait for the decision's
+        step, which changes them before its state is read)."""
+        if self._invalidated or self._notes:
+            return _UNREAD
+        raw = self.raw
+        if raw.manager_id != id(manager):
             self.catch_up()
-            self._path_end(manager, self.node_id(before))
+            self.saw(manager)
+            raw.hold(manager)
+        duration = 0.0 if start is None else time.perf_counter() - start
+        state = self.snapshots.state(manager, self._invalidated)
+        expect = self._expect
+        if expect is None:
+            return state
+        keys, states, at = expect
+        logged = device_key(key, self._devices.get(id(manager)))
+        if keys[at] != logged or states[at] != state:
+            return state
+        expect[2] = (at + 1) % len(keys)
+        if event is NEW_GENERATION:  # what its step tells the observer, told now (as `_tally`)
+            self.generation += 1
+        elif len(event) > 2:
+            self.replays[event[1]] += 1
+        events = raw.events
+        events.append((logged, duration, state, event, start, key, self.generation))
+        if len(events) >= raw_events.RAW_BATCH:
+            raw.flush()
+        return _NOTED
 
     def note_graph_event(self, event: int) -> None:
         """A replay or destruction of a CUDA graph outside the trees (`graph_sink` makes it a
@@ -252,10 +318,41 @@ class TorchObserver:
         """Make the noted replay-loop events into steps (in order, before anything else)."""
         self.raw.flush()
 
+    def _make_noted(self, manager: Any, events: list) -> None:
+        """At "full": the decisions noted raw (`_noted`) and graph events, made into steps in
+        order: whole repetitions of the block before them are counted in bulk, the rest logged
+        with the state each was read in (the log only counts them: no snapshot is taken now)."""
+        wall = time.time() - time.perf_counter()  # a note's start on the wall clock: its perf_counter() start, shifted
+        device = None if manager is None else self._devices.get(id(manager))
+        snap = None if manager is None else partial(self.snapshot, manager)
+        i, n = 0, len(events)
+        while i < n:
+            if type(events[i]) is int:
+                self.graph_sink.noted(events[i])
+                i += 1
+                continue
+            end = next((j for j in range(i, n) if type(events[j]) is int), n)
+            notes, j = events[i:end], 0
+            self._events += len(notes)
+            while j < len(notes):
+                j = self.log.count_repetitions(notes, j)
+                if j < len(notes):
+                    _, duration, state, event, start, key, generation = notes[j]
+                    make = _noted_step(event, generation)
+                    if start is not None:
+                        make = partial(make, start=start + wall)
+                    self.log.add(key, make, duration, device, state=state, snap=snap)
+                    j += 1
+            i = end
+        self._expect = self.log.expected()
+
     def _make_raw(self, manager: Any, events: list) -> None:
         """The noted events of `manager` (None where torch freed it), made into steps in order:
         whole repetitions of the block before them are counted in bulk, as one at a time would.
         A loop notes the same few objects over and over: each is keyed once."""
+        if self.full:
+            self._make_noted(manager, events)
+            return
         device = None if manager is None else self._devices.get(id(manager))
         ids = list(map(id, events))
         key_of = {i: self._raw_key(event, device) for i, event in dict(zip(ids, events)).items()}
@@ -325,10 +422,11 @@ class TorchObserver:
             replay = self._replay_steps[id(node)] = self._replay_step(manager, node)
         return replay
 
-    def _add_replay(self, manager: Any, replay: tuple, start: Optional[float]) -> None:
+    def _add_replay(self, manager: Any, replay: tuple, start: Optional[float], state: Any = _UNREAD) -> None:
         key, cg_id, label, parent, reason = replay
         self._tally([replay])
-        self._add(key, manager, partial(make_step, "execute", reason, self.generation, label, cg_id, parent, []), start)
+        self._add(key, manager, partial(make_step, "execute", reason, self.generation, label, cg_id, parent, []), start,
+                  state)
 
     def _replay_step(self, manager: Any, node: Any) -> tuple:
         """(step key, node id, label, parent id, reason) of a node's replay, made at its first replay."""
@@ -341,17 +439,17 @@ class TorchObserver:
         parent = self._parent_of(cg_id, node)
         return decision_key("execute", label, cg_id, parent, (), reason), cg_id, label, parent, reason
 
-    def _new_generation(self, manager: Any) -> None:
+    def _new_generation(self, manager: Any, state: Any = _UNREAD) -> None:
         invalidated, self._pending_invalidated = self._pending_invalidated, []
         cloned, self._pending_cloned = self._pending_cloned, []
         old = self.generation
         self.generation += 1
         self._events += 1
         key = decision_key("generation", None, None, None, invalidated, None) if invalidated else _GENERATION
-        self._add(key, manager, partial(_generation_step, old, self.generation, invalidated, cloned), None)
+        self._add(key, manager, partial(_generation_step, old, self.generation, invalidated, cloned), None, state)
 
-    def _path_end(self, manager: Any, before: Optional[int]) -> None:
-        self.step("path_end", _path_end_reason(before), manager)
+    def _path_end(self, manager: Any, before: Optional[int], state: Any = _UNREAD) -> None:
+        self.step("path_end", _path_end_reason(before), manager, state=state)
 
     def _path_end_key(self, before: Optional[int]) -> tuple:
         key = self._path_end_keys.get(before)
