@@ -14,7 +14,7 @@ import types
 import cgviz
 from cgviz.engine import recorder
 from cgviz.engine import tree as tree_module
-from cgviz.observe import observer, raw_events
+from cgviz.observe import observer, raw_events, replay_loop
 from cgviz.scenarios import run_scenario
 from cgviz.trace.fold import StepLog
 
@@ -57,10 +57,10 @@ def observer_twins(monkeypatch) -> list[TwinLog]:
 
     def twin_noted(self, manager, key, event, start):
         result = noted(self, manager, key, event, start)
-        if result is observer._NOTED:
+        if result is replay_loop.NOTED:
             self.log.skipped += 1
             logged, duration, _state, event, start, key, generation = self.raw.events[-1]
-            make = observer._noted_step(event, generation)
+            make = replay_loop.noted_step(event, generation)
             if start is not None:
                 make = functools.partial(make, start=time.time() - duration)
             self.log.twin.add(logged, make, duration, snap=lambda: self.snapshots.snapshot(
