@@ -107,8 +107,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                           f"{DEFAULT_RANK_TRACE}); {{rank}} and {{world_size}} are filled in")
     run.add_argument("--level", choices=LEVELS, default="full",
                      help="the trace level: full (timings, pool snapshots, kernels; it reads every output's "
-                          "liveness at each decision, about a fifth of a training step's time) or events (the "
-                          "decisions alone, 1-2 %% of a step)")
+                          "liveness at each decision, about a tenth of a training step's time) or events (the "
+                          "decisions alone, about 1 %% of a step)")
     run.add_argument("--graphs", action="store_true",
                      help="also record every other CUDA graph of the program (torch.cuda.graph, "
                           "make_graphed_callables, ...; see cgviz.observe_graphs)")

@@ -55,8 +55,8 @@ def observe_torch(trace: str = "full", path: str | os.PathLike | None = None, *,
     leaving the block is recorded as an error step, then raised as usual.
 
     `trace`: "full" times each decision and snapshots the tree where it changed, reading every
-    output's liveness at each decision (on a resnet18 training loop, about a fifth of a step's
-    time); "events" keeps the decisions alone (1–2 % of that step): use it to keep observing a
+    output's liveness at each decision (on a resnet18 training loop, about a tenth of a step's
+    time); "events" keeps the decisions alone (about 1 % of that step): use it to keep observing a
     long run, "full" to look at a few steps.
 
     With `path`, the trace is saved there when the block ends (also when it raises). On each rank
