@@ -483,3 +483,40 @@ def test_a_loop_noted_raw_at_full_stores_what_a_snapshot_per_decision_gives(monk
     assert (counts["execute"], counts["generation"], counts["path_end"]) == (120, 60, 4)
     assert log.skipped > 120  # most decisions took no snapshot: noted raw
     assert len(observer.trace.steps) < 60
+
+
+@pytest.mark.parametrize("level", ["events", "full"])
+def test_replays_of_a_graph_outside_the_trees_keep_their_place_among_noted_decisions(monkeypatch, level):
+    """observe_torch(graphs=True): a graph outside the trees replayed between the trees' replays
+    of a steady loop shares the trace; its steps come where it replayed, in the generation it
+    replayed in, and at "full" the trees' steps are what a snapshot per decision gives."""
+    from test_observe_graphs import _observer_holding
+
+    made = observer_twins(monkeypatch)
+    backward = CachedOutputsNode("backward", outputs=2)
+    forward = CachedOutputsNode("forward", outputs=2)
+    forward.children, backward.children, backward.parent = {"g": [backward]}, {}, forward
+    manager = Manager({"f": [forward]}, current=forward)
+    manager.device_index, manager.cuda_graphs_thread_pool = None, None
+    tree = TorchObserver(level)
+    graphs, (graph,) = _observer_holding(1, trace=level, tree=tree)
+    tree.graph_sink = graphs
+    for step in range(30):
+        outs = forward.replay()
+        tree.generation_began(manager)
+        tree.replayed(manager, forward, time.perf_counter())
+        if step % 7 == 5:
+            graphs.replay_began(graph)
+        grads = backward.replay()
+        tree.replayed(manager, backward, time.perf_counter())
+        del outs, grads
+    tree.finish()
+    kinds = [(s.kind, s.generation) for s in tree.trace.expanded()]
+    replays = [i for i, (kind, _) in enumerate(kinds) if kind == "replay"]
+    assert [[kind for kind, _ in kinds[i - 1:i + 2]] for i in replays] == [["execute", "replay", "execute"]] * 4
+    assert [kinds[i][1] for i in replays] == [7, 14, 21, 28]
+    assert [kind for kind, _ in kinds].count("execute") == 60
+    if level == "full":
+        (log,) = made
+        log.twin.flush()
+        assert same_steps(tree.trace.steps, log.twin.steps)

@@ -150,12 +150,18 @@ class ReplayLoop:
 
     def note_graph_event(self, event: int) -> None:
         """A replay or destruction of a CUDA graph outside the trees (`graph_sink` makes it a
-        step), noted among the trees' own events so that the steps keep their order."""
+        step), noted among the trees' own events so that the steps keep their order. Its step
+        will come between the trees' steps: no decision is noted until the log says again where
+        its block stands (`_noted`)."""
+        self._expect = None
         self.raw.note(event)
 
     def catch_up(self) -> None:
-        """Make the noted replay-loop events into steps (in order, before anything else)."""
+        """Make the noted replay-loop events into steps (in order, before anything else). The
+        caller may add steps of its own to the log (a graph outside the trees sharing it): no
+        decision is noted until the log says again where its block stands."""
         self.raw.flush()
+        self._expect = None
 
     def _make_noted(self, manager: Any, events: list) -> None:
         """At "full": the decisions noted raw (`_noted`) and graph events, made into steps in
