@@ -99,12 +99,15 @@ class TreeSnapshots:
         self._returning = id(node)
         checks = found.torch_checks
         if checks is None:  # the same at every replay: torch makes the lists when it records the node
-            checks = found.torch_checks = [(weakref.ref(a), len(layout.output_refs(a)), frozenset(i))
-                                           for a, i in layout.found_dead_by_torch(node)]
-        for ancestor, count, indices in checks:
+            checks = found.torch_checks = []
+            for ancestor, indices in layout.found_dead_by_torch(node):
+                count = len(layout.output_refs(ancestor))
+                rest = tuple(i for i in range(count) if i not in indices)
+                checks.append((weakref.ref(ancestor), count, frozenset(indices), rest))
+        for ancestor, count, indices, rest in checks:
             ancestor = ancestor()
             if ancestor is not None:
-                self._found(ancestor).found_expired(count, indices)
+                self._found(ancestor).found_expired(count, indices, rest)
 
     def _found(self, node: Any) -> layout.FoundDead:
         """What reads found of `node`'s outputs (afresh for a node not seen, or freed)."""

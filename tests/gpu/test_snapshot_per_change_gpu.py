@@ -72,9 +72,9 @@ def test_every_state_of_a_training_loop_is_what_asking_every_output_gives(monkey
         checked.append(shown == asked)
         return shown
 
-    def found_expired(self, count, indices):
+    def found_expired(self, count, indices, rest):
         marked.append(len(indices))
-        return found_by_torch(self, count, indices)
+        return found_by_torch(self, count, indices, rest)
 
     monkeypatch.setattr(TreeSnapshots, "state", state)
     monkeypatch.setattr(layout.FoundDead, "found_expired", found_expired)

@@ -259,8 +259,8 @@ class FoundDead:
         self.count = -1  # how many outputs `open` is of
         self.open: list[int] = []  # indices of the outputs not found expired (all when count is -1)
         self.tracked: Optional[tuple[int, tuple[int, ...]]] = None  # (how many outputs, the tracked ones)
-        # (weakref to an ancestor, its number of outputs, the indices of those found dead)
-        self.torch_checks: Optional[list[tuple[Any, int, frozenset[int]]]] = None
+        # (weakref to an ancestor, its number of outputs, the indices of those found dead, the others)
+        self.torch_checks: Optional[list[tuple[Any, int, frozenset[int], tuple[int, ...]]]] = None
 
     def node_ran(self) -> None:
         """Its node ran: every output may be live again."""
@@ -270,9 +270,10 @@ class FoundDead:
         """The indices of the node's `count` outputs to read."""
         return self.open if self.count == count else range(count)
 
-    def found_expired(self, count: int, indices: frozenset[int]) -> None:
-        """These of the node's `count` outputs were found expired (by torch itself)."""
-        self.open = [i for i in self.still_open(count) if i not in indices]
+    def found_expired(self, count: int, indices: frozenset[int], rest: tuple[int, ...]) -> None:
+        """These of the node's `count` outputs were found expired (by torch itself); `rest`: the
+        others, all open again where the node ran since the last read."""
+        self.open = list(rest) if self.count != count else [i for i in self.open if i not in indices]
         self.count = count
 
     def of(self, node: Any) -> bool:
