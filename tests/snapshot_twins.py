@@ -59,7 +59,7 @@ def observer_twins(monkeypatch) -> list[TwinLog]:
         result = noted(self, manager, key, event, start)
         if result is replay_loop.NOTED:
             self.log.skipped += 1
-            logged, duration, _state, event, start, key, generation = self.raw.events[-1]
+            logged, duration, _state, event, start, key, generation, _device = self.raw.events[-1]
             make = replay_loop.noted_step(event, generation)
             if start is not None:
                 make = functools.partial(make, start=time.time() - duration)

@@ -520,3 +520,25 @@ def test_replays_of_a_graph_outside_the_trees_keep_their_place_among_noted_decis
         (log,) = made
         log.twin.flush()
         assert same_steps(tree.trace.steps, log.twin.steps)
+
+
+def test_decisions_noted_before_torch_freed_their_manager_keep_their_device_and_snapshots():
+    """torch frees a manager (its compiled functions died) while decisions of it are noted: they
+    are made into steps with the device they were noted with, folding into their block, and the
+    block keeps the snapshot it had."""
+    node = CUDAGraphNode("a", outputs=1)
+    manager = Manager({"f": [node]}, current=node)
+    manager.device_index, manager.cuda_graphs_thread_pool = 0, None
+    observer = TorchObserver("full")
+    for _ in range(6):
+        observer.replayed(manager, node)
+        observer.path_ended(manager, node)
+    observer.replayed(manager, node)  # a repetition half done
+    assert observer.raw.events  # noted, not yet made into steps
+    del manager
+    assert observer.raw.manager_ref is None  # nothing of it held
+    observer.finish()
+    steps = observer.trace.steps
+    assert [(s.kind, s.repeat) for s in steps] == [("execute", 1), ("path_end", 6), ("execute", 1)]
+    assert all(s.snapshot is not None for s in steps)
+    assert [key[-1] for key in observer.log.keys] == ["cuda:0"] * 3  # each with its device

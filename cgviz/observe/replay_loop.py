@@ -26,6 +26,11 @@ UNREAD = object()  # a decision's state not read yet (read it when it is logged)
 NOTED = object()  # the decision was noted raw (see ReplayLoop._noted)
 
 
+def _no_snapshot() -> None:
+    """The snapshot of a manager torch freed: none (its block's kept snapshot is brought forward)."""
+    return None
+
+
 def make_step(kind: str, reason: str, generation: int, function: Optional[str], node: Optional[int],
               parent: Optional[int], invalidated: list, start: Optional[float] = None) -> Step:
     return Step(index=0, kind=kind, reason=reason, generation=generation, function=function,
@@ -134,7 +139,8 @@ class ReplayLoop:
         if expect is None:
             return state
         keys, states, at = expect
-        logged = device_key(key, self._devices.get(id(manager)))
+        device = self._devices.get(id(manager))
+        logged = device_key(key, device)
         if keys[at] != logged or states[at] != state:
             return state
         expect[2] = (at + 1) % len(keys)
@@ -143,7 +149,7 @@ class ReplayLoop:
         elif len(event) > 2:
             self.replays[event[1]] += 1
         events = raw.events
-        events.append((logged, duration, state, event, start, key, self.generation))
+        events.append((logged, duration, state, event, start, key, self.generation, device))
         if len(events) >= raw_events.RAW_BATCH:
             raw.flush()
         return NOTED
@@ -166,10 +172,10 @@ class ReplayLoop:
     def _make_noted(self, manager: Any, events: list) -> None:
         """At "full": the decisions noted raw (`_noted`) and graph events, made into steps in
         order: whole repetitions of the block before them are counted in bulk, the rest logged
-        with the state each was read in (the log only counts them: no snapshot is taken now)."""
+        with the state each was read in (the log only counts them: no snapshot is taken now; one
+        of a manager torch has freed since could not be)."""
         wall = time.time() - time.perf_counter()  # a note's start on the wall clock: its perf_counter() start, shifted
-        device = None if manager is None else self._devices.get(id(manager))
-        snap = None if manager is None else partial(self.snapshot, manager)
+        snap = _no_snapshot if manager is None else partial(self.snapshot, manager)
         i, n = 0, len(events)
         while i < n:
             if type(events[i]) is int:
@@ -182,7 +188,7 @@ class ReplayLoop:
             while j < len(notes):
                 j = self.log.count_repetitions(notes, j)
                 if j < len(notes):
-                    _, duration, state, event, start, key, generation = notes[j]
+                    _, duration, state, event, start, key, generation, device = notes[j]
                     make = noted_step(event, generation)
                     if start is not None:
                         make = partial(make, start=start + wall)
