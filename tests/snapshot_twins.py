@@ -60,7 +60,7 @@ def observer_twins(monkeypatch) -> list[TwinLog]:
         if result is replay_loop.NOTED:
             self.log.skipped += 1
             logged, duration, _state, event, start, key, generation, _device = self.raw.events[-1]
-            make = replay_loop.noted_step(event, generation)
+            make = replay_loop.event_step(event, generation)
             if start is not None:
                 make = functools.partial(make, start=time.time() - duration)
             self.log.twin.add(logged, make, duration, snap=lambda: self.snapshots.snapshot(

@@ -146,7 +146,7 @@ class Recorder:
         else:
             state = self._state()
             expect = self._expect
-            if expect is not None and not self.listeners:
+            if expect is not None and not self.listeners:  # StepLog.would_count, inline: on every replay
                 keys, states, at = expect
                 if keys[at] == key and state is not None and states[at] == state:
                     expect[2] = (at + 1) % len(keys)

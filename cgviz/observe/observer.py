@@ -275,7 +275,7 @@ class TorchObserver(ReplayLoop):
         user's loop comes through here, in place of several small calls: below "full" it reads
         no clock."""
         function_id = args[1] if len(args) > 1 else kwargs.get("function_id")
-        start = time.perf_counter() if self.level == "full" else None
+        start = time.perf_counter() if self.full else None
         before = self._events + len(self.raw.events)  # self.decisions
         self.depth += 1
         try:

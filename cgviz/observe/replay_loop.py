@@ -47,8 +47,9 @@ def _generation_step(ended: int, generation: int, invalidated: list, cloned: lis
                      None, None, None, invalidated)
 
 
-def noted_step(event: Any, generation: int) -> Callable[..., Step]:
-    """The maker of the step of a decision noted raw at "full" (see ReplayLoop._noted)."""
+def event_step(event: Any, generation: int) -> Callable[..., Step]:
+    """The maker of a replay-loop event's step (a replay's parts, NEW_GENERATION with nothing
+    invalidated or cloned, or (PATH_END, node id)), made in `generation`."""
     if event is NEW_GENERATION:
         return partial(_generation_step, generation - 1, generation, [], [])
     if len(event) == 2:
@@ -63,10 +64,9 @@ class ReplayLoop:
     on the observer's own attributes."""
 
     def raw_manager(self, manager: Any) -> bool:
-        """Can this manager's replay-loop events be noted raw now? (trace level "events", and
-        one manager at a time: its events are caught up before another's are noted)."""
-        if self.full:
-            return False
+        """This manager's replay-loop events are the ones noted raw from now on (one manager at
+        a time: another's noted before are made into steps first). True, for the loop's hooks
+        to write `held or self.raw_manager(manager)`."""
         if self.raw.manager_id != id(manager):
             self.catch_up()
             self.saw(manager)
@@ -130,24 +130,14 @@ class ReplayLoop:
             return UNREAD
         raw = self.raw
         if raw.manager_id != id(manager):
-            self.catch_up()
-            self.saw(manager)
-            raw.hold(manager)
+            self.raw_manager(manager)
         duration = 0.0 if start is None else time.perf_counter() - start
         state = self.snapshots.state(manager, self._invalidated)
-        expect = self._expect
-        if expect is None:
-            return state
-        keys, states, at = expect
         device = self._devices.get(id(manager))
         logged = device_key(key, device)
-        if keys[at] != logged or states[at] != state:
+        if not self.log.would_count(self._expect, logged, state):
             return state
-        expect[2] = (at + 1) % len(keys)
-        if event is NEW_GENERATION:  # what its step tells the observer, told now (as `_tally`)
-            self.generation += 1
-        elif len(event) > 2:
-            self.replays[event[1]] += 1
+        self._count(event)  # told now; the decision itself is counted when its note is made into a step
         events = raw.events
         events.append((logged, duration, state, event, start, key, self.generation, device))
         if len(events) >= raw_events.RAW_BATCH:
@@ -189,7 +179,7 @@ class ReplayLoop:
                 j = self.log.count_repetitions(notes, j)
                 if j < len(notes):
                     _, duration, state, event, start, key, generation, device = notes[j]
-                    make = noted_step(event, generation)
+                    make = event_step(event, generation)
                     if start is not None:
                         make = partial(make, start=start + wall)
                     self.log.add(key, make, duration, device, state=state, snap=snap)
@@ -246,18 +236,23 @@ class ReplayLoop:
         """What these replay-loop events, `times` over, change in the observer besides its step
         log: replay counts, the generation, the decisions seen, and what a replay makes current
         again."""
-        replayed = set()
-        for event in events:
-            if event is NEW_GENERATION:
-                self.generation += times
-            elif len(event) > 2:
-                self.replays[event[1]] += times
-                replayed.add(event[1])
+        replayed = {event[1] for event in events if self._count(event, times)}
         self._events += len(events) * times
         if replayed:
             self._notes.clear()  # children that failed their checks before one of these matched
             if self._invalidated:
                 self._invalidated = {k for k in self._invalidated if k[0] not in replayed}
+
+    def _count(self, event: Any, times: int = 1) -> bool:
+        """What `times` of a replay-loop event change in the observer's counts: the generation,
+        or a node's replays (then True)."""
+        if event is NEW_GENERATION:
+            self.generation += times
+            return False
+        if len(event) > 2:
+            self.replays[event[1]] += times
+            return True
+        return False
 
     def manager_shutting_down(self, manager: Any) -> None:
         """torch resets its trees (torch._dynamo.reset()): the events noted are made into steps
@@ -274,10 +269,8 @@ class ReplayLoop:
         return replay
 
     def _add_replay(self, manager: Any, replay: tuple, start: Optional[float], state: Any = UNREAD) -> None:
-        key, cg_id, label, parent, reason = replay
         self._tally([replay])
-        self._add(key, manager, partial(make_step, "execute", reason, self.generation, label, cg_id, parent, []), start,
-                  state)
+        self._add(replay[0], manager, event_step(replay, self.generation), start, state)
 
     def _replay_step(self, manager: Any, node: Any) -> tuple:
         """(step key, node id, label, parent id, reason) of a node's replay, made at its first replay."""

@@ -70,9 +70,7 @@ class TreeSnapshots:
         nodes = self.shown_nodes(manager, self.live_nodes())
         for node in nodes:
             key = id(node)
-            dead = found_dead.get(key)
-            if dead is None or not dead.of(node):
-                dead = self._found(node)
+            dead = self._found(node)
             shown.append(key)
             if key == returning:  # every output torch tracks is in the list its caller holds
                 shown.append(layout.tracked_outputs(node, dead))

@@ -184,6 +184,19 @@ class StepLog:
             for snapshot in kept:
                 bring_forward(snapshot, change)
 
+    @staticmethod
+    def would_count(expect: Optional[list], key: tuple, state: Optional[Hashable]) -> bool:
+        """Would the log only count this decision (`key` as the log keeps it), made in `state`,
+        where `expect` (from `expected()`) says its repeating block stands? Then `expect` moves on
+        to the block's next decision: a producer notes the decision instead of adding it."""
+        if expect is None or state is None:
+            return False
+        keys, states, at = expect
+        if keys[at] != key or states[at] != state:
+            return False
+        expect[2] = (at + 1) % len(keys)
+        return True
+
     def expected(self) -> Optional[list]:
         """Where a repetition of the last block stands, for a producer that notes the decisions
         it would only count: [the block's keys, the states a decision must be in to take no
