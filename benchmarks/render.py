@@ -64,6 +64,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: import this ch
 
 import cgviz
 from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
+from cgviz.views.page_split import join_parts
 
 GOAL_STEP_MS = 100.0
 GOAL_LOAD_S = 2.0
@@ -262,34 +263,41 @@ def _save_and_load(trace: Trace, path: str, max_json_mb: float) -> dict:
     return {**out, "measured": True, "load_s": round(load_s, 3), "vs_goal": _ratio(load_s, GOAL_LOAD_S)}
 
 
-# Runs in the exported page before its own scripts: notes when the page's promise `cgvizReady`
-# resolves, i.e. the moment its explorer is mounted (`mounted_ms`). `open_ms` is when the probe
-# below gets to run after that: a little later, by the page's first frame when the page kept the
-# main thread busy from decoding to mounting (the probe's call waits for a free moment).
+# Runs in the exported page before its own scripts: notes when the page's promises resolve.
+# `cgvizShown`: its explorer is mounted on the first part of the payload, the first steps' pictures
+# (`shown_ms`); `open_ms` is the next animation frame after that, the frame that paints it (the
+# page decodes the rest only after that frame). `cgvizReady`: every step's pictures are in
+# (`ready_ms`). A page of one part (a short trace's) is shown when it is ready.
 _BROWSER_MOUNTED = """(() => {
-  let ready;
-  Object.defineProperty(window, "cgvizReady", {configurable: true, get: () => ready, set(p) {
-    ready = p; p.then(() => { window.cgvizMountedAt = performance.now(); });
-  }});
+  const noted = (name, at, then) => {
+    let p;
+    Object.defineProperty(window, name, {configurable: true, get: () => p, set(v) {
+      p = v; v.then(() => { window[at] = performance.now(); if (then) then(); });
+    }});
+  };
+  noted("cgvizShown", "cgvizShownAt", () => requestAnimationFrame(() => { window.cgvizPaintedAt = performance.now(); }));
+  noted("cgvizReady", "cgvizReadyAt");
 })();"""
 
-# Runs in the exported page once its explorer is mounted: ▶ 30 times from a step three quarters
-# in, then 30 jumps with the slider; each timed to the end of the layout it causes (a forced
-# layout, before painting).
+# Runs in the exported page once every step's pictures are in: ▶ 30 times from a step three
+# quarters in, then 30 jumps with the slider; each timed to the end of the layout it causes (a
+# forced layout, before painting).
 _BROWSER_PROBE = """async () => {
-  await window.cgvizReady;  // the explorer mounted (its payload decoded)
-  const opened = performance.now(), root = document.querySelector(".cgviz");
+  await window.cgvizReady;
+  const root = document.querySelector(".cgviz");
   const q = (name) => root.querySelector(".cg-" + name), S = q("slider"), n = +S.max + 1;
   const force = () => document.documentElement.offsetHeight + q("tree-box").scrollWidth;
   const med = (v) => { v.sort((a, b) => a - b); return v[Math.floor(v.length / 2)]; };
   const next = [], jump = [];
+  S.value = Math.floor(n * 3 / 4); S.dispatchEvent(new Event("input"));
   force();
   for (let k = 0; k < 30; k++) { const a = performance.now(); q("next").click(); force(); next.push(performance.now() - a); }
   for (let k = 0; k < 30; k++) {
     const a = performance.now(); S.value = (k * 7919) % n; S.dispatchEvent(new Event("input")); force(); jump.push(performance.now() - a);
   }
-  return {open_ms: Math.round(opened), mounted_ms: Math.round(window.cgvizMountedAt ?? opened),
-          next_median_ms: med(next), next_max_ms: Math.max(...next),
+  const shown = window.cgvizShownAt ?? window.cgvizReadyAt;
+  return {open_ms: Math.round(window.cgvizPaintedAt ?? shown), shown_ms: Math.round(shown),
+          ready_ms: Math.round(window.cgvizReadyAt), next_median_ms: med(next), next_max_ms: Math.max(...next),
           jump_median_ms: med(jump), jump_max_ms: Math.max(...jump)};
 }"""
 
@@ -300,17 +308,18 @@ def _chromium() -> Optional[str]:
     return next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 
-def measure_browser(page: str, steps: int, browser: Any = None) -> dict:
-    """The exported page in headless Chromium (driven by Playwright): time to open it (until its
-    explorer is mounted, and until a script could run after that) and per step change. `browser`: a Playwright browser to use (one
-    running already, as a test's), else Chromium is started and stopped here."""
+def measure_browser(page: str, browser: Any = None) -> dict:
+    """The exported page in headless Chromium (driven by Playwright): time to show its first steps,
+    to paint them, and to have every step's pictures in; then per step change. `browser`: a
+    Playwright browser to use (one running already, as a test's), else Chromium is started and
+    stopped here."""
     chromium = _chromium()
     if browser is None and chromium is None:
         return {"skipped": "no Chromium found (chromium, chromium-browser or google-chrome)"}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.html"
         path.write_text(page, encoding="utf-8")
-        url = f"{path.as_uri()}#step={max(1, steps * 3 // 4)}"
+        url = path.as_uri()  # opened as a reader opens it: at its first step
         if browser is not None:
             result = _probe(browser, url)
         else:
@@ -326,9 +335,9 @@ def measure_browser(page: str, steps: int, browser: Any = None) -> dict:
                     started.close()
     result = {k: round(v, 1) for k, v in result.items()}
     result["browser"] = os.path.basename(chromium or "chromium")
-    result["how"] = ("headless, software rendering; mounted: the page's cgvizReady resolved; open: the probe's "
-                     "first moment after it; ▶ from step 3/4 in, then slider jumps; each to the end of the layout "
-                     "it causes")
+    result["how"] = ("headless, software rendering, opened at its first step; shown: the explorer mounted on the "
+                     "first steps' pictures; open: the frame that paints them; ready: every step's pictures in; "
+                     "then ▶ from step 3/4 in and slider jumps, each to the end of the layout it causes")
     return result
 
 
@@ -344,12 +353,17 @@ def _probe(browser: Any, url: str) -> dict:
 
 
 def _payload(page: str) -> dict:
-    """The payload a page carries: JSON, or gzipped JSON in base64 (large pages)."""
-    m = re.search(r'<script type="[^"]+" id="cgviz-data"( data-encoding="gzip-base64")?>(.*?)</script>', page, re.S)
-    text = m.group(2)
-    if m.group(1):
-        text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
-    return json.loads(text)
+    """The payload a page carries: JSON, or gzipped JSON in base64 (large pages), its first steps'
+    part and the rest joined (a long trace's)."""
+    parts = []
+    for tag in ("cgviz-data", "cgviz-rest"):
+        m = re.search(r'<script type="[^"]+" id="' + tag + r'"( data-encoding="gzip-base64")?>(.*?)</script>', page, re.S)
+        if m is not None:
+            text = m.group(2)
+            if m.group(1):
+                text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
+            parts.append(json.loads(text))
+    return join_parts(*parts) if len(parts) == 2 else parts[0]
 
 
 def measure_html(trace: Trace, browser: bool = True) -> dict:
@@ -395,7 +409,7 @@ def measure_html(trace: Trace, browser: bool = True) -> dict:
         "pool_draw_s": round(spent["pool"][1], 2),
         "svg_lines_stored": len(data["lines"]),
         "bytes_per_step": round(size / max(1, len(trace.steps))),
-        "in_browser": measure_browser(page, len(trace.steps)) if browser else {"skipped": "--no-browser"},
+        "in_browser": measure_browser(page) if browser else {"skipped": "--no-browser"},
     }
 
 

@@ -51,10 +51,10 @@ def traces() -> dict[str, tuple[Any, str]]:
     }
 
 
-def page_payload(page: str) -> dict:
-    """The payload a page carries: JSON, or gzipped JSON in base64."""
-    m = re.search(r'<script type="[^"]+" id="cgviz-data"([^>]*)>(.*?)</script>', page, re.S)
-    assert m is not None, "the page has no payload"
+def page_payload(page: str, tag: str = "cgviz-data") -> dict:
+    """The payload a page carries in its script `tag`: JSON, or gzipped JSON in base64."""
+    m = re.search(r'<script type="[^"]+" id="' + tag + r'"([^>]*)>(.*?)</script>', page, re.S)
+    assert m is not None, f"the page has no {tag}"
     text = m.group(2)
     if 'data-encoding="gzip-base64"' in m.group(1):
         text = gzip.decompress(base64.b64decode(text)).decode("utf-8")

@@ -5,7 +5,9 @@
 
 The page is the explorer's front end (views/page/explorer*.js, inline as one module) mounted on
 the whole payload (`page_data`), embedded as JSON (gzipped past `COMPRESS_ABOVE` bytes, and
-opened by the browser's own DecompressionStream): no kernel, nothing fetched. ⏮ ◀ ▶ ⏭, a
+opened by the browser's own DecompressionStream): no kernel, nothing fetched. A gzipped payload
+of a long trace comes in two parts: the page shows its first steps, then decodes the rest
+(`page_split`). ⏮ ◀ ▶ ⏭, a
 slider, the arrow keys (Home/End for the first and last step), a click on a step in the list
 or on the timeline; a click on a tree node pins it. `#step=N` (1-based, as in the headline)
 and `#step=N&node=M` in the address open the page at that step and node. How pictures are
@@ -24,11 +26,13 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.trace.io import check_save_target, with_safe_text, write_atomic
 from cgviz.trace.model import require_trace, safe_text
-from cgviz.views.page_data import KIND_COLORS, page_data
+from cgviz.views.page_data import KIND_COLORS, page_whole
+from cgviz.views.page_split import split_whole
 
 if TYPE_CHECKING:
     from cgviz.trace.model import Trace
     from cgviz.views.page_data import Progress
+    from cgviz.views.page_split import FirstCut
 
 __all__ = ["to_html", "KIND_COLORS", "asset", "explorer_module"]
 
@@ -59,11 +63,12 @@ def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, re
 
         progress = bar = ProgressBar(rewrites=True)
     try:
-        data = page_data(with_safe_text(trace), title=title and safe_text(title), renderer=renderer, progress=progress)
+        data, cut = page_whole(with_safe_text(trace), title=title and safe_text(title), renderer=renderer,
+                               progress=progress)
     finally:
         if bar is not None:
             bar.close()
-    page = render_page(data)
+    page = render_page(data, cut=cut)
     if path is not None:
         write_atomic(path, lambda fh: fh.write(page), "HTML")
     return page
@@ -83,26 +88,41 @@ def _in_kernel() -> bool:
 COMPRESS_ABOVE = 512 * 1024
 
 
-def render_page(data: dict, compress: Optional[bool] = None) -> str:
+def render_page(data: dict, compress: Optional[bool] = None, cut: Optional["FirstCut"] = None) -> str:
     """The standalone page around a payload: the explorer's style and module, inline; the
-    payload as JSON, or gzipped (`compress`; default: above `COMPRESS_ABOVE` bytes)."""
+    payload as JSON, or gzipped (`compress`; default: above `COMPRESS_ABOVE` bytes). A gzipped
+    payload with a `cut` (`page_whole`) goes in two parts, its first steps' pictures first: the
+    page shows those before it decodes the rest (`page_split`)."""
+    if compress is not False:
+        parts = [_encode(part) for part in split_whole(data, cut)] if cut is not None else [_encode(data)]
+        if compress or sum(map(len, parts)) > COMPRESS_ABOVE:
+            return _page(data, "\n".join(_packed(tag, part) for tag, part in zip(("cgviz-data", "cgviz-rest"), parts)))
+    # as it is, safe inside <script>: no "</script>", "<!--" or "]]>" can appear
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return _page(data, _script("cgviz-data", "application/json", "", payload))
+
+
+def _page(data: dict, scripts: str) -> str:
+    return asset("page.html").format(title=html.escape(data["title"]), css=page_css(), payloads=scripts,
+                                     js=explorer_module())
+
+
+def _encode(data: dict) -> str:
     # a gzipped payload's JSON is ASCII (other characters as \u escapes, a few bytes more once
     # gzipped): the browser decodes ASCII bytes several times faster than UTF-8, and parses a
     # one-byte string
-    payload = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    if compress is None:
-        compress = len(payload) > COMPRESS_ABOVE
-    if compress:
-        packed = gzip.compress(payload.encode("ascii"), compresslevel=6, mtime=0)
-        payload, kind, attrs = base64.b64encode(packed).decode("ascii"), "application/octet-stream", \
-            ' data-encoding="gzip-base64"'
-    else:
-        # safe inside <script>: no "</script>", "<!--" or "]]>" can appear
-        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        kind, attrs = "application/json", ""
-    return asset("page.html").format(title=html.escape(data["title"]), css=page_css(),
-                                     payload=payload, payload_type=kind, payload_attrs=attrs, js=explorer_module())
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def _packed(tag_id: str, payload: str) -> str:
+    """A payload's script element, its JSON gzipped and in base64."""
+    packed = base64.b64encode(gzip.compress(payload.encode("ascii"), compresslevel=6, mtime=0)).decode("ascii")
+    return _script(tag_id, "application/octet-stream", ' data-encoding="gzip-base64"', packed)
+
+
+def _script(tag_id: str, kind: str, attrs: str, text: str) -> str:
+    return f'<script type="{kind}" id="{tag_id}"{attrs}>{text}</script>'
 
 
 def page_css() -> str:

@@ -2,6 +2,7 @@
 
     data = page_data(trace)              # everything: the HTML export embeds it
     data = page_data(trace, range(40))   # the head and steps 0..39 only: a widget's first view
+    data, cut = page_whole(trace)        # everything, and where its first steps end (a page's parts)
 
 The head (title, header, notices, the step list's rows, the timeline) is cheap and always
 whole; the pictures of a step (tree, pool, snapshot, banner) are what costs, so a widget asks
@@ -28,13 +29,14 @@ from cgviz.views.text import (
 )
 from cgviz.views.style import STEP_COLORS, css_variables
 from cgviz.views.payload import FIELDS, KERNEL, KIND_COUNT, META, NODE, ROW, STEP
+from cgviz.views.page_split import FIRST_STEPS, FirstCut
 from cgviz.views.page_store import SvgKind, SvgStore, linear, looked_up, namespace_ids, runs, strip_prolog
 from cgviz.views.pool_data import POOL_LISTS, WIDENED_NOTE, PoolData
 
 if TYPE_CHECKING:
     from cgviz.trace.model import NodeView, Snapshot, Step, Trace
 
-__all__ = ["page_data", "PageData", "KIND_COLORS", "Progress"]
+__all__ = ["page_data", "page_whole", "PageData", "KIND_COLORS", "Progress"]
 
 #: A progress callback: ``progress(done, total, what)``, e.g. ``(4000, 10000, "steps")``; called
 #: as the payload is built (per step, then per tree drawn: ``"trees"``), last with done == total.
@@ -67,6 +69,17 @@ def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: O
     with _collections_paused():
         data = PageData(trace, title=title, renderer=renderer)
         return {**data.head(), **data.piece(steps, whole=steps is None, progress=progress)}
+
+
+def page_whole(trace: "Trace", *, title: Optional[str] = None, renderer: str = "auto",
+               progress: Optional[Progress] = None) -> tuple[dict, Optional[FirstCut]]:
+    """`page_data(trace)`, and where the pictures of its first `FIRST_STEPS` steps end, for a
+    page that shows those before it decodes the rest (`page_split`; None for a shorter trace)."""
+    with _collections_paused():
+        data = PageData(trace, title=title, renderer=renderer)
+        whole = {**data.head(), **data.piece(whole=True, progress=progress, first=FIRST_STEPS)}
+        cut = data.first_cut if len(trace.steps) > FIRST_STEPS else None
+        return whole, cut
 
 
 @contextlib.contextmanager
@@ -114,6 +127,7 @@ class PageData:
         self._functions: dict[int, str] = {}
         self._last_snap: list[int] = []  # per step: the index of the latest step with a snapshot, or -1
         self._windows: Any = None  # a widget's trees as drawings and node states (`tree.windows`)
+        self.first_cut: Optional[FirstCut] = None  # where a whole piece's first steps end (`piece`)
         self._ranks = _rank_trees(trace)  # a trace of several trees: a drawing per rank or device (`rank_trees`)
         self._rank_parts: dict = {}  # each tree's drawing among them, by what it shows (`ranks_tree_svg`)
         self.renderer = self._choose(renderer)
@@ -146,26 +160,37 @@ class PageData:
 
     # -- pictures ---------------------------------------------------------------------------------
     def piece(self, steps: Optional[Iterable[int]] = None, *, whole: bool = False,
-              progress: Optional[Progress] = None) -> dict:
+              progress: Optional[Progress] = None, first: int = 0) -> dict:
         """The step records of `steps` (default all) and what they need that was not sent yet.
 
         `whole` (every step, in order) draws a built-in tree once per structure and sends each
         step's node states (`tree.frames.TreeStates`, as ``tree``): the smallest export, but not
-        one that can be sent a window at a time. `progress` hears of each step done, then of
-        each tree drawn."""
+        one that can be sent a window at a time; with `first` (a whole first piece), `first_cut`
+        then says where the pictures of its first `first` steps end (`page_split`). `progress`
+        hears of each step done, then of each tree drawn."""
         n = len(self.trace.steps)
         wanted = range(n) if steps is None else sorted({i for i in steps if 0 <= i < n})
-        states = None
+        states = drawn = None
         if whole and self.renderer == "builtin" and self._ranks is None and any(s.snapshot is not None for s in self.trace.steps):
             from cgviz.views.tree.frames import TreeStates
 
-            states = TreeStates(self.trees.add_lines)  # built-in drawings, as lines: no prolog to strip
+            drawn = []  # the lines and trees stored once each structure is drawn: its pictures' ends
+
+            def draw(lines: list[str]) -> int:
+                index = self.trees.add_lines(lines)  # built-in drawings, as lines: no prolog to strip
+                drawn.append((len(self.store.lines), len(self.trees.items)))
+                return index
+
+            states = TreeStates(draw)
         out: dict[str, Any] = {}
         total = len(wanted)
+        self.first_cut = None
         if whole:
             out["steps"] = recs = []
             for k, i in enumerate(wanted):
                 recs.append(self._record(i, states))
+                if k + 1 == first and not any(self._sent.values()):
+                    self.first_cut = self._cut(first, states)
                 if progress is not None:
                     progress(k + 1, total, "steps")
         else:
@@ -179,8 +204,18 @@ class PageData:
             progress(0, 0, "steps")
         if states is not None:
             out["tree"] = states.data(None if progress is None else lambda done, all_: progress(done, all_, "trees"))
+            cut = self.first_cut
+            if cut is not None and cut.structs:  # the first steps' structures are drawn first
+                cut.lists["lines"], cut.lists["trees"] = drawn[cut.structs - 1]
         out.update(self._new_items())
         return out
+
+    def _cut(self, first: int, states: Any) -> FirstCut:
+        """Where the pictures of the steps built so far end (they were built first)."""
+        cut = FirstCut(first, {k: len(items) for k, items in self._lists().items()})
+        if states is not None:
+            cut.structs, cut.looks = len(states.structures()), len(states.looks)
+        return cut
 
     def window(self, steps: Iterable[int]) -> dict:
         """A piece for a host that has the head: ``at`` maps step index (text) to its record.
@@ -203,11 +238,13 @@ class PageData:
             at = {str(i): self._record(i, None) for i in wanted}
         return {**self._new_items(), "at": at, **({"tree": tree} if tree is not None else {})}
 
+    def _lists(self) -> dict[str, list]:
+        return {"lines": self.store.lines, "trees": self.trees.items, "nodes": self.node_recs,
+                "snaps": self.snap_recs, "banners": self.banners, **self.pools.lists()}
+
     def _new_items(self) -> dict:
-        lists = {"lines": self.store.lines, "trees": self.trees.items, "nodes": self.node_recs,
-                 "snaps": self.snap_recs, "banners": self.banners, **self.pools.lists()}
         out = {}
-        for k, items in lists.items():
+        for k, items in self._lists().items():
             out[k] = items[self._sent[k]:]
             self._sent[k] = len(items)
         return out

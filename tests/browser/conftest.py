@@ -242,15 +242,15 @@ def stop_jupyter(server: JupyterServer) -> None:
                 server.api(f"/api/kernels/{k['id']}", method="DELETE")
         except Exception:
             pass
-        try:
+        try:  # a server with a page still connected may not end on its own: a few seconds, then a signal
             server.api("/api/shutdown", method="POST")
-            proc.wait(timeout=15)
+            proc.wait(timeout=4)
         except Exception:
             pass
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)  # the server's own group (start_new_session)
-            proc.wait(timeout=10)
+            proc.wait(timeout=4)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
     if proc.poll() is None:

@@ -429,7 +429,11 @@ export function mount(root, payload, host) {
     markGraph(r.graph);
     ask(i);
     if (!quiet) host.shown(i, view.sel);
-    if (!rec) { root.classList.add("loading"); return; }
+    if (!rec) {  // its pictures are on their way (a widget's kernel, a page's later part)
+      root.classList.add("loading");
+      if (cache.pool === -2) msg(tbox, "Loading the pictures of this step…");  // nothing drawn yet
+      return;
+    }
     root.classList.remove("loading");
     const b = q("banner");
     if (s.banner) {

@@ -47,7 +47,8 @@ function decodePiece(F, p) {
     legends: (p.legends || []).map((l) => l.map(rec("legend"))), pools: (p.pools || []).map(rec("pool")), at,
   };
   if (p.tree) {
-    const delta = Array.isArray(p.tree.delta) ? Object.assign({}, p.tree.delta) : p.tree.delta;
+    // a page's deltas come as a list by step (null before the steps of a page's later part)
+    const delta = Array.isArray(p.tree.delta) ? p.tree.delta.reduce((o, d, i) => { if (d) o[i] = d; return o; }, {}) : p.tree.delta;
     out.tree = {structs: p.tree.structs.map(rec("struct")), looks: p.tree.looks.map(rec("look")), keys: p.tree.keys, delta};
   }
   return out;
