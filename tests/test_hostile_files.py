@@ -259,6 +259,12 @@ def with_output_values(values) -> dict:
     return data
 
 
+def with_step_device(device) -> dict:
+    data = to_dict(hand_trace())
+    data["steps"][1]["device"] = device
+    return data
+
+
 BAD = {
     "profile-1": (with_meta(profile=1), "meta: field 'profile' must be an object"),
     "profile-entry-list": (with_meta(profile={"1": [1]}), "meta profile entry \"1\": must be an object, not an array"),
@@ -293,6 +299,11 @@ BAD = {
                     "step 0 snapshot node 0 output 0: field 'values.head' must be an array"),
     "values-min": (with_output_values({"n": 4, "head": [1], "min": [1]}),
                    "step 0 snapshot node 0 output 0: field 'values.min' must be a number"),
+    "device-words": (with_step_device("cuda 0"),
+                     "step 1: field 'device' must name a device as torch does, like 'cuda:1' (got 'cuda 0')"),
+    "device-long": (with_step_device("cuda" * 100_000),
+                    f"(got {('cuda' * 10)!r}… (400,000 characters))"),
+    "device-index": (with_step_device("cuda:" + "9" * 7), "field 'device' must name a device as torch does"),
 }
 
 
@@ -304,6 +315,7 @@ def test_meta_and_output_values_of_the_wrong_type_are_refused_on_load(tmp_path, 
         load_trace(path)
     assert str(info.value).startswith(f"{path}: "), str(info.value)
     assert expected in str(info.value), str(info.value)
+    assert len(str(info.value)) < len(str(path)) + 300, "a refused value is shown shortened"
 
 
 @pytest.mark.parametrize("command", ["render", "doctor", "info", "export"])

@@ -40,8 +40,10 @@ _LABELS: dict[type, str] = {
 }
 # A scalar field's type as messages name it.
 _EXPECTED = {int: "an integer", str: "a string", bool: "true or false"}
-# A device as torch names it: "cuda", "cuda:1".
-_DEVICE = re.compile(r"[a-z]+(:\d+)?")
+# A device as torch names it: "cuda", "cuda:1" (its type at most 32 letters, its index 6 digits:
+# a name a file makes longer is refused, not carried into every label that shows it).
+_DEVICE = re.compile(r"[a-z]{1,32}(:\d{1,6})?")
+_SHOWN = 40  # characters of a refused value a message shows
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
@@ -349,7 +351,8 @@ def _check_step(step: Step, ctx: str) -> None:
     if step.rank is not None and step.rank < 0:
         fail(ctx, "rank", f"must be a rank number, 0 or more (got {step.rank})")
     if step.device is not None and not _DEVICE.fullmatch(step.device):
-        fail(ctx, "device", f"must name a device as torch does, like 'cuda:1' (got {step.device!r})")
+        more = f"… ({len(step.device):,} characters)" if len(step.device) > _SHOWN else ""
+        fail(ctx, "device", f"must name a device as torch does, like 'cuda:1' (got {step.device[:_SHOWN]!r}{more})")
     for i, pair in enumerate(step.invalidated):
         if len(pair) != 2:
             fail(ctx, f"invalidated[{i}]", f"must be a [node, output] pair (got {pair!r})")
