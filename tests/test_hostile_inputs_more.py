@@ -178,10 +178,15 @@ def two_devices(device: Any) -> dict:
     return data
 
 
-def test_a_device_number_too_long_for_int_is_a_lane_of_its_own(tmp_path, capsys):
-    path = write_json(tmp_path / "t.json", two_devices(f"cuda:{LONG}"))
+def test_a_device_number_too_long_is_refused_and_a_long_one_within_bounds_is_a_lane_of_its_own(tmp_path, capsys):
+    path = write_json(tmp_path / "t.json", two_devices(f"cuda:{LONG}"))  # more digits than int() converts
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "field 'device' must name a device as torch does" in err and "… (5,005 characters))" in err, err
+    assert "\n" not in err and len(err) < len(str(path)) + 300
+    path = write_json(tmp_path / "u.json", two_devices("cuda:999999"))
     assert main(["info", str(path)]) == 0
-    assert f"cuda:{LONG}" in capsys.readouterr().out
+    assert "cuda:999999" in capsys.readouterr().out
     data = page_data(load_trace(path), range(2), renderer="builtin")  # the timeline names both lanes
     assert data["n"] == len(load_trace(path).steps)
 

@@ -302,7 +302,7 @@ def test_special_file_is_refused_and_left_in_place(tmp_path, make, how):
 
 def test_html_target_is_checked_before_the_page_is_built(tmp_path, monkeypatch):
     make_fifo(tmp_path / "t.html")
-    monkeypatch.setattr(html_view, "page_data", None)  # building a page would fail otherwise
+    monkeypatch.setattr(html_view, "page_whole", None)  # building a page would fail otherwise
     with pytest.raises(OSError, match="it is a FIFO"):
         to_html(hand_trace(), tmp_path / "t.html")
 
