@@ -168,23 +168,26 @@ def test_the_front_end_merges_the_parts_into_the_whole() -> None:
 
 
 # once the first view is shown, before the rest is decoded: a jump past the first steps waits
-# ("loading"), and shows its step once every step's pictures are in
-ORDER_PROBE = r"""<script>
-window.addEventListener("load", function () {
-  var S, root, out = {};
-  window.cgvizShown.then(function () {
-    root = document.querySelector(".cgviz"); S = root.querySelector(".cg-slider");
-    out.shownFirst = root.querySelector(".cg-tree-box svg") !== null;
-    S.value = JUMP; S.dispatchEvent(new Event("input"));
-    out.waiting = root.classList.contains("loading");
-    return window.cgvizReady;
-  }).then(function () {
-    out.after = !root.classList.contains("loading") && +S.value === JUMP && root.querySelector(".cg-tree-box svg") !== null;
-    document.body.setAttribute("data-check", JSON.stringify(out));
-  });
-});
-</script>
-</body>"""
+# ("loading"), and shows its step once every step's pictures are in. Put first in the page's head,
+# so that its callback on `cgvizShown` runs before the page's own, which starts on the rest
+ORDER_PROBE = r"""<head><script>
+(function () {
+  var shown, out = {};
+  Object.defineProperty(window, "cgvizShown", {configurable: true, get: function () { return shown; }, set: function (p) {
+    shown = p;
+    p.then(function () {
+      var root = document.querySelector(".cgviz"), S = root.querySelector(".cg-slider");
+      out.shownFirst = root.querySelector(".cg-tree-box svg") !== null;
+      S.value = JUMP; S.dispatchEvent(new Event("input"));
+      out.waiting = root.classList.contains("loading");
+      return window.cgvizReady.then(function () {
+        out.after = !root.classList.contains("loading") && +S.value === JUMP && root.querySelector(".cg-tree-box svg") !== null;
+        document.body.setAttribute("data-check", JSON.stringify(out));
+      });
+    });
+  }});
+})();
+</script>"""
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the page's script")
@@ -210,7 +213,7 @@ def test_the_page_shows_its_first_steps_before_the_rest_is_decoded(tmp_path) -> 
     # the whole page: a jump past the first steps made as soon as they are shown waits for the rest
     jump = len(trace.steps) - 7
     path = tmp_path / "page.html"
-    path.write_text(page.replace("</body>", ORDER_PROBE.replace("JUMP", str(jump))), encoding="utf-8")
+    path.write_text(page.replace("<head>", ORDER_PROBE.replace("JUMP", str(jump)), 1), encoding="utf-8")
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp_path}/profile",
            "--window-size=1400,1000", "--virtual-time-budget=30000", "--dump-dom", f"file://{path}"]
