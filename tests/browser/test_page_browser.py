@@ -742,3 +742,52 @@ def test_a_click_on_another_ranks_node_selects_it_at_the_step_its_tree_shows(bro
         assert errors == []
     finally:
         context.close()
+
+
+# what the page shows at every step: headline, tree, pool, node panel, and whether it waits
+EVERY_STEP_JS = """(n) => {
+  const r = document.querySelector('.cgviz'), S = r.querySelector('.cg-slider'), out = [];
+  for (let i = 0; i < n; i++) {
+    S.value = i; S.dispatchEvent(new Event('input'));
+    out.push([r.querySelector('.cg-headline').textContent, r.querySelector('.cg-tree-box').innerHTML,
+              r.querySelector('.cg-pool-box').textContent, r.querySelector('.cg-node').textContent, r.classList.contains('loading')]);
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("name", ["graphs", "ranks"])
+def test_a_page_in_two_parts_shows_every_step_as_the_page_in_one(browser: Any, tmp_path: Path, name: str) -> None:
+    """A long trace's page carries its first steps' pictures and the rest apart (views/page_split.py):
+    once the rest is in, every step shows what the same payload in one part shows. Here on traces
+    of CUDA graphs made outside the trees and of two ranks' trees side by side."""
+    from cgviz.data import ddp_traces, graph_trace
+    from cgviz.trace.io import load_trace
+    from cgviz.views.html import render_page
+    from cgviz.views.page_data import page_whole
+
+    trace = graph_trace("serving_runner") if name == "graphs" else cgviz.merge([load_trace(p) for p in ddp_traces("planted")])
+    data, cut = page_whole(trace, renderer="builtin")
+    if cut is None:  # a trace of 50 steps or fewer: its first part is cut at a step of its own
+        from cgviz.views.page_data import PageData
+
+        built = PageData(trace, renderer="builtin")
+        data = {**built.head(), **built.piece(whole=True, first=len(trace.steps) // 2)}
+        cut = built.first_cut
+    shown = []
+    for i, page in enumerate((render_page(data, compress=True), render_page(data, compress=True, cut=cut))):
+        assert page.count('id="cgviz-rest"') == i
+        path = tmp_path / f"page{i}.html"
+        path.write_text(page, encoding="utf-8")
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        try:
+            tab, errors = context.new_page(), []
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            tab.goto(path.as_uri())
+            tab.evaluate("() => window.cgvizReady")
+            shown.append(tab.evaluate(EVERY_STEP_JS, len(trace.steps)))
+            assert errors == []
+        finally:
+            context.close()
+    assert len(shown[1]) == len(trace.steps) and not any(s[-1] for s in shown[1])
+    assert shown[1] == shown[0]
