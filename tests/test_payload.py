@@ -222,8 +222,8 @@ def test_a_record_is_made_by_name() -> None:
 
 # -- the payload before it was declared ----------------------------------------------------------
 BEFORE = ROOT / "tests" / "data" / "payload_before_declared.json.gz"
-# keys the payload gained since: the declared field names, and the timeline's step band
-ADDED_SINCE = {"fields", "tband"}
+# keys the payload gained since: the declared field names, the timeline's step band and its lanes' names
+ADDED_SINCE = {"fields", "tband", "tnames"}
 
 
 def css_properties(css: str) -> dict[str, str]:
@@ -269,3 +269,15 @@ def test_the_header_counts_steps_and_decisions_with_repeats_as_the_timeline_does
     """Generations and path ends are decisions, not calls: the header says what the timeline says."""
     trace = run_scenario("generations", device="sim").trace
     assert PageData(trace, renderer="builtin").head()["header"]["count"] == "11 steps (14 with repeats)"
+
+
+def test_the_head_names_the_timelines_lanes_where_it_has_several() -> None:
+    """The page keeps the timeline's lane names in sight when it scrolls sideways (explorer.js,
+    `placeNames`): the head says each lane's name and height, within the steps' band, top down."""
+    merged = cgviz.merge([load_trace(p) for p in ddp_traces("planted")])
+    head = PageData(merged, renderer="builtin").head()
+    lanes, (top, bottom) = head["tnames"]["lanes"], head["tband"]
+    assert [name for _, name in lanes] == ["rank 0", "rank 1"]
+    assert top < lanes[0][0] < lanes[1][0] < 1 - bottom
+    assert 0 < head["tnames"]["left"] < 0.2
+    assert PageData(run_scenario("chain", "sim").trace).head()["tnames"] == {}  # one lane, named by none

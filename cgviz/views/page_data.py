@@ -141,12 +141,12 @@ class PageData:
         step `start` on (`payload.ROW`), and the records' fields (``fields``, `payload.FIELDS`)."""
         steps = self.trace.steps
         empty = _empty_message(self.trace)
-        timeline, xs, band = self._timeline()
+        timeline, xs, band, names = self._timeline()
         return {
             "title": self.title, "header": self._header(), "n": len(steps), "start": start,
             "rows": self._rows(start), "empty": empty,
             "notices": self.notices + ([empty] if steps and empty else []),
-            "timeline": timeline, "tx": xs, "tband": band, "level": self.trace.meta.get("trace_level"),
+            "timeline": timeline, "tx": xs, "tband": band, "tnames": names, "level": self.trace.meta.get("trace_level"),
             "colors": KIND_COLORS, "findings": self._findings(), "widened": WIDENED_NOTE,
             "css": css_variables(), "repeats": REPEATS_NOTE, "profile": self._profile(),
             "graphs": graph_list_html(self.trace), "graph_step": GRAPH_STEP_NOTE, "fields": FIELDS,
@@ -456,24 +456,32 @@ class PageData:
                                  times=times[i], graph=step.graph))
         return rows
 
-    def _timeline(self) -> tuple[str, list[float], list[float]]:
-        """The timeline SVG (ids namespaced), the x of each step as a fraction of its width, and
-        the band the steps are drawn in (its top and bottom margins as fractions of the height):
-        the page's step marker spans that band, not the title above it."""
+    def _timeline(self) -> tuple[str, list[float], list[float], dict]:
+        """The timeline SVG (ids namespaced), the x of each step as a fraction of its width, the
+        band the steps are drawn in (its top and bottom margins as fractions of the height): the
+        page's step marker spans that band, not the title above it; and its lanes' names
+        (``lanes``: [y from the top, name], fractions of the height; ``left``: where the lanes
+        begin, a fraction of the width), which the page keeps in sight when the timeline scrolls
+        sideways."""
         n = len(self.trace.steps)
         if not n:
-            return "", [], []
+            return "", [], [], {}
         from cgviz.views.svg_output import figure_svg
         from cgviz.views.timeline import timeline_figure
 
         fig = timeline_figure(self.trace, figsize=TIMELINE_SIZE)
         svg = namespace_ids(strip_prolog(figure_svg(fig)), "tl-")
+        ax = fig.axes[0]
         try:  # where matplotlib put each step: data x = step position
-            xs = linear(fig.axes[0], fig.bbox.width, n)
+            xs = linear(ax, fig.bbox.width, n)
         except Exception:
             xs = [round((i + 0.5) / n, 5) for i in range(n)]
-        box = fig.axes[0].get_position()
-        return svg, xs, [round(1 - box.y1, 4), round(box.y0, 4)]
+        box = ax.get_position()
+        to_figure = fig.transFigure.inverted()
+        lanes = [[round(1 - float(to_figure.transform(ax.transData.transform((0, y)))[1]), 4), label.get_text()]
+                 for y, label in zip(ax.get_yticks(), ax.get_yticklabels()) if label.get_text()]
+        names = {"lanes": lanes, "left": round(float(box.x0), 4)} if lanes else {}
+        return svg, xs, [round(1 - box.y1, 4), round(box.y0, 4)], names
 
 
 def _rank_trees(trace: "Trace") -> Any:

@@ -132,3 +132,53 @@ def test_a_click_beside_a_wide_windows_timeline_stays_on_the_step(opened: Any, t
     page.mouse.click(a["right"] - 20, a["y"])
     assert page.locator(".cgviz .cg-pos").text_content() == f"step 1 / {n}"
     assert page.errors == []
+
+
+# the lanes' names kept in sight: each shown name's text, its centre and left, its background, the
+# timeline's own name of that lane (its centre), and the box's left edge (client coordinates)
+NAMES_JS = r"""() => {
+  const box = document.querySelector(".cgviz .cg-timeline-box"), names = document.querySelector(".cgviz .cg-tl-names");
+  const own = [...document.querySelectorAll(".cgviz .cg-timeline svg text")];
+  return {hidden: names.hidden, left: box.getBoundingClientRect().left, scroll: box.scrollLeft,
+          names: [...names.children].map((s) => { const r = s.getBoundingClientRect(), t = own.find((o) => o.textContent === s.textContent);
+            const o = t.getBoundingClientRect();
+            return {text: s.textContent, y: (r.top + r.bottom) / 2, left: r.left, bg: getComputedStyle(s).backgroundColor,
+                    ownY: (o.top + o.bottom) / 2, ownRight: o.right}; })};
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_narrow_window_keeps_the_lanes_names_in_sight(browser: Any, tmp_path: Path, scheme: str) -> None:
+    """Two ranks' lanes on a narrow window: once the timeline scrolls past its own lane names, the
+    page shows them at the box's left edge, each at its lane's height; back at the start, only the
+    timeline's own show."""
+    import cgviz
+    from cgviz.data import ddp_traces
+    from cgviz.trace.io import load_trace
+    from conftest import shot
+
+    trace = cgviz.merge([load_trace(p) for p in ddp_traces("planted")])
+    path = tmp_path / "ranks.html"
+    to_html(trace, path, renderer="builtin")
+    ctx = browser.new_context(viewport={"width": 700, "height": 700}, color_scheme=scheme)
+    try:
+        page, errors = ctx.new_page(), []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri() + f"#step={len(trace.steps)}")
+        page.evaluate("() => window.cgvizReady")
+        page.wait_for_function("() => !document.querySelector('.cgviz .cg-tl-names').hidden", timeout=10_000)
+        got = page.evaluate(NAMES_JS)
+        assert [n["text"] for n in got["names"]] == ["rank 0", "rank 1"] and got["scroll"] > 0, got
+        for n in got["names"]:
+            assert abs(n["y"] - n["ownY"]) <= 2, n  # at its lane's height
+            assert got["left"] <= n["left"] <= got["left"] + 6, n  # at the box's left edge
+            dark_bg = sum(int(v) for v in n["bg"][n["bg"].index("(") + 1:-1].split(",")[:3]) < 3 * 80
+            assert dark_bg == (scheme == "dark"), n["bg"]
+        shot(page, f"timeline-lane-names-{scheme}")
+        page.keyboard.press("Home")
+        page.wait_for_function("() => document.querySelector('.cgviz .cg-timeline-box').scrollLeft === 0", timeout=10_000)
+        got = page.evaluate(NAMES_JS)
+        assert got["hidden"], got  # the timeline's own names show
+        assert errors == []
+    finally:
+        ctx.close()

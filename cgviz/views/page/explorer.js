@@ -14,7 +14,7 @@ const SKELETON = '<header class="cg-header"></header><div class="cg-notices"></d
   '<input class="cg-slider" type="range" min="0" max="0" value="0" aria-label="step" disabled>' +
   '<span class="cg-pos"></span><button class="cg-run" hidden title="call the workload once and follow the new steps">run next call</button>' +
   '<span class="cg-keys"></span></div>' +
-  '<div class="cg-timeline-box" title="click to go to a step" hidden><div class="cg-timeline-inner"><div class="cg-timeline"></div><div class="cg-marker"></div></div></div>' +
+  '<div class="cg-timeline-box" title="click to go to a step" hidden><div class="cg-tl-names" aria-hidden="true" hidden></div><div class="cg-timeline-inner"><div class="cg-timeline"></div><div class="cg-marker"></div></div></div>' +
   '<div class="cg-now"><div class="cg-headline"></div><div class="cg-reason"></div></div>' +
   '<div class="cg-banner" hidden></div><div class="cg-error" hidden></div>' +
   '<div class="cg-main">' +
@@ -78,7 +78,7 @@ export function mount(root, payload, host) {
     hot: [], must: {}, focus: [], near: null, pool: -2, legend: -1, snapNodes: {}};
   // the timeline's box as last measured: whether the timeline is wider than it (a narrow window),
   // the timeline's left and width in it, the box's width and its scroll (read then, not on a step)
-  const tl = {over: false, left: 0, w: 0, box: 0, x: 0};
+  const tl = {over: false, left: 0, w: 0, box: 0, x: 0, lanesAt: 0};
 
   // -- the head: header, notices, step list, timeline ----------------------------------------------
   const style = el("style"); root.appendChild(style);
@@ -113,6 +113,11 @@ export function mount(root, payload, host) {
       q("marker").style.bottom = (h.tband[1] * 100) + "%";
     }
     q("timeline-box").hidden = !h.timeline;
+    // the lanes' names, kept at the box's left edge once the timeline's own have scrolled out of it
+    const names = q("tl-names"), lanes = (h.tnames && h.tnames.lanes) || [];
+    names.textContent = ""; tl.lanesAt = (h.tnames && h.tnames.left) || 0;
+    lanes.forEach(([y, text]) => { const s = el("span", null, text); s.dataset.y = y; names.appendChild(s); });
+    placeNames();
     slider.max = Math.max(n - 1, 0);
     [q("first"), q("prev"), q("next"), q("last"), slider].forEach((b) => { b.disabled = !n; });
     q("keys").textContent = "← → Home End" + (h.empty ? "" : " · click a node");
@@ -390,6 +395,12 @@ export function mount(root, payload, host) {
   }
 
   function poolWidth() { if (!view.poolW) measure(); return view.poolW; }
+  function placeNames() {
+    // shown where the timeline scrolled past the start of its lanes; each name at its lane's height
+    const names = q("tl-names"), h = q("timeline-inner").offsetHeight;
+    names.hidden = !names.firstChild || !tl.over || tl.x <= tl.left + tl.lanesAt * tl.w;
+    if (!names.hidden) names.childNodes.forEach((s) => { s.style.top = (+s.dataset.y * h) + "px"; });
+  }
   function followOnTimeline() {
     // a timeline wider than its box scrolls to keep the current step in sight
     const x = tl.left + model.tx[view.step] * tl.w, m = Math.min(24, tl.box / 4);
@@ -485,9 +496,10 @@ export function mount(root, payload, host) {
     const b = q("timeline-box"), inner = q("timeline-inner");
     Object.assign(tl, {over: b.scrollWidth > b.clientWidth + 1, left: inner.offsetLeft, w: inner.offsetWidth, box: b.clientWidth, x: b.scrollLeft});
     if (tl.over && model.tx && view.step >= 0 && view.step < model.tx.length) followOnTimeline();
+    placeNames();
   });
   tlObserver.observe(q("timeline-box")); tlObserver.observe(q("timeline-inner"));
-  q("timeline-box").addEventListener("scroll", () => { tl.x = q("timeline-box").scrollLeft; });
+  q("timeline-box").addEventListener("scroll", () => { tl.x = q("timeline-box").scrollLeft; placeNames(); });
   window.addEventListener("resize", () => { measure(); placeTree(); });
   tbox.onclick = (e) => {
     // a node of the step's tree (node-M) is selected, or let go. One of another rank's or device's
