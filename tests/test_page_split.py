@@ -214,10 +214,7 @@ def test_the_page_shows_its_first_steps_before_the_rest_is_decoded(tmp_path) -> 
     jump = len(trace.steps) - 7
     path = tmp_path / "page.html"
     path.write_text(page.replace("<head>", ORDER_PROBE.replace("JUMP", str(jump)), 1), encoding="utf-8")
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp_path}/profile",
-           "--window-size=1400,1000", "--virtual-time-budget=30000", "--dump-dom", f"file://{path}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    found = re.search(r'data-check="([^"]*)"', done.stdout)
-    assert found, done.stderr[-2000:]
+    dom = chromium_dom(path)
+    found = re.search(r'data-check="([^"]*)"', dom)
+    assert found, dom[-2000:]
     assert json.loads(html.unescape(found.group(1))) == {"shownFirst": True, "waiting": True, "after": True}
