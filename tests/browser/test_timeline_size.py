@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from conftest import shot
+
 from cgviz.scenarios import run_scenario
 from cgviz.views.html import to_html
 
@@ -155,8 +157,6 @@ def test_a_narrow_window_keeps_the_lanes_names_in_sight(browser: Any, tmp_path: 
     import cgviz
     from cgviz.data import ddp_traces
     from cgviz.trace.io import load_trace
-    from conftest import shot
-
     trace = cgviz.merge([load_trace(p) for p in ddp_traces("planted")])
     path = tmp_path / "ranks.html"
     to_html(trace, path, renderer="builtin")
