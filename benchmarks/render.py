@@ -43,13 +43,10 @@ usage: python benchmarks/render.py [--quick] [--nodes N] [--steps S] [--samples 
 from __future__ import annotations
 
 import argparse
-import base64
-import gzip
 import json
 import os
 import platform
 import random
-import re
 import resource
 import statistics
 import sys
@@ -64,7 +61,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: import this ch
 
 import cgviz
 from cgviz.trace.model import Block, NodeView, OutputView, Segment, Snapshot, Step, Trace
-from cgviz.views.page_split import join_parts
+from cgviz.views.html import page_payload
 
 GOAL_STEP_MS = 100.0
 GOAL_LOAD_S = 2.0
@@ -352,20 +349,6 @@ def _probe(browser: Any, url: str) -> dict:
         context.close()
 
 
-def _payload(page: str) -> dict:
-    """The payload a page carries: JSON, or gzipped JSON in base64 (large pages), its first steps'
-    part and the rest joined (a long trace's)."""
-    parts = []
-    for tag in ("cgviz-data", "cgviz-rest"):
-        m = re.search(r'<script type="[^"]+" id="' + tag + r'"( data-encoding="gzip-base64")?>(.*?)</script>', page, re.S)
-        if m is not None:
-            text = m.group(2)
-            if m.group(1):
-                text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
-            parts.append(json.loads(text))
-    return join_parts(*parts) if len(parts) == 2 else parts[0]
-
-
 def measure_html(trace: Trace, browser: bool = True) -> dict:
     import cgviz.views.tree.frames as states_mod
     import cgviz.views.pool as pool_mod
@@ -395,7 +378,7 @@ def measure_html(trace: Trace, browser: bool = True) -> dict:
             size = os.path.getsize(path)
     finally:
         tree_mod.tree_svg, states_mod.draw_structure, pool_mod.pool_svg = tree_svg, draw_structure, pool_svg
-    data = _payload(page)
+    data = page_payload(page)
     return {
         "seconds": round(seconds, 2),
         "bytes": size,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import html
-import base64
-import gzip
 import json
 import os
 import re
@@ -23,8 +21,7 @@ from cgviz.cli import main
 from cgviz.data import gpu_trace, gpu_trace_names
 from cgviz.scenarios import SCENARIOS, run_scenario
 from cgviz.trace.model import NodeView, OutputView, Snapshot, Step, Trace
-from cgviz.views.html import to_html
-from cgviz.views.page_split import join_parts
+from cgviz.views.html import page_payload, to_html
 from cgviz.views.tree import dot_available
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,17 +83,9 @@ def parse(page: str) -> PageParser:
 
 
 def page_data(page: str) -> dict:
-    """The payload a page carries: JSON, or gzipped JSON in base64 (large pages), the first
-    steps' part and the rest joined (a long trace's)."""
-    scripts = parse(page).scripts
-
-    def part(tag: str) -> dict:
-        text = scripts[tag]
-        if 'data-encoding="gzip-base64"' in page:
-            text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
-        return json.loads(text)
-
-    return join_parts(part("cgviz-data"), part("cgviz-rest")) if "cgviz-rest" in scripts else part("cgviz-data")
+    """The payload a page carries (`html.page_payload`), once the page parses cleanly."""
+    parse(page)
+    return page_payload(page)
 
 
 def line_indices(data: dict, kind: str) -> list[list[int]]:

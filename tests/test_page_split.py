@@ -13,14 +13,14 @@ import subprocess
 
 import pytest
 
-from cgviz.views.html import to_html
+from cgviz.views.html import page_parts, to_html
 from cgviz.views.page_data import page_whole
 from cgviz.views.page_split import FIRST_STEPS, join_parts, split_whole
 from cgviz.views.payload import BLOCK, FIELDS, LEGEND, NODE_STATE, POOL, SEG, STEP
 from cgviz.views.tree import dot_available
 from test_html import chromium_dom
 from test_html_tree_states import CHROMIUM, expected, shown, synthetic
-from test_payload import LOGIC, NODE, needs_node, page_payload
+from test_payload import LOGIC, NODE, needs_node
 
 LISTS = ("lines", "trees", "nodes", "snaps", "banners", "segs", "pstyles", "ptexts", "legends", "pools")
 
@@ -116,7 +116,7 @@ def test_a_trace_of_few_steps_is_not_cut() -> None:
 def test_a_long_traces_page_carries_its_first_steps_first() -> None:
     trace, _ = synthetic(nodes=40, steps=300, variants=4)
     page = to_html(trace, renderer="builtin")
-    first, rest = page_payload(page), page_payload(page, "cgviz-rest")
+    first, rest = page_parts(page)
     whole, _ = page_whole(trace, renderer="builtin")
     assert first["n"] == len(trace.steps) and len(first["rows"]) == len(trace.steps)  # the head: every step's row
     assert [s is not None for s in rest["steps"]] == [False] * FIRST_STEPS + [True] * (len(trace.steps) - FIRST_STEPS)

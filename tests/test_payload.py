@@ -4,7 +4,6 @@ and every name holds what the trace says it should."""
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import re
@@ -19,7 +18,7 @@ import cgviz
 from cgviz.data import ddp_traces, graph_trace
 from cgviz.scenarios import run_scenario
 from cgviz.trace.io import load_trace
-from cgviz.views.html import to_html
+from cgviz.views.html import page_payload, to_html
 from cgviz.views.page_data import PageData, page_data
 from cgviz.views.payload import BLOCK, FIELDS, NODE_STATE, ROW, STEP, Record
 
@@ -49,16 +48,6 @@ def traces() -> dict[str, tuple[Any, str]]:
         "ddp": (cgviz.merge([load_trace(p) for p in ddp_traces("planted")]), "builtin"),
         "graphs": (graph_trace("serving_runner"), "builtin"),
     }
-
-
-def page_payload(page: str, tag: str = "cgviz-data") -> dict:
-    """The payload a page carries in its script `tag`: JSON, or gzipped JSON in base64."""
-    m = re.search(r'<script type="[^"]+" id="' + tag + r'"([^>]*)>(.*?)</script>', page, re.S)
-    assert m is not None, f"the page has no {tag}"
-    text = m.group(2)
-    if 'data-encoding="gzip-base64"' in m.group(1):
-        text = gzip.decompress(base64.b64decode(text)).decode("utf-8")
-    return json.loads(text)
 
 
 def decoded_by_node(payload: dict) -> dict:

@@ -21,20 +21,21 @@ import functools
 import gzip
 import html
 import json
+import re
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Optional
 
 from cgviz.trace.io import check_save_target, with_safe_text, write_atomic
 from cgviz.trace.model import require_trace, safe_text
 from cgviz.views.page_data import KIND_COLORS, page_whole
-from cgviz.views.page_split import split_whole
+from cgviz.views.page_split import join_parts, split_whole
 
 if TYPE_CHECKING:
     from cgviz.trace.model import Trace
     from cgviz.views.page_data import Progress
     from cgviz.views.page_split import FirstCut
 
-__all__ = ["to_html", "KIND_COLORS", "asset", "explorer_module"]
+__all__ = ["to_html", "page_payload", "page_parts", "KIND_COLORS", "asset", "explorer_module"]
 
 
 def to_html(trace: "Trace", path: Any = None, *, title: Optional[str] = None, renderer: str = "auto",
@@ -101,6 +102,31 @@ def render_page(data: dict, compress: Optional[bool] = None, cut: Optional["Firs
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return _page(data, _script("cgviz-data", "application/json", "", payload))
+
+
+_PAYLOAD_TAG = re.compile(r'<script type="[^"]+" id="(cgviz-data|cgviz-rest)"( data-encoding="gzip-base64")?>(.*?)</script>',
+                          re.S)
+
+
+def page_parts(page: str) -> list[dict]:
+    """The payload parts a page written by `render_page` carries, in order: one, or a long
+    trace's first steps and the rest (`page_split.join_parts` makes them whole again). For tools
+    and tests that read a page back."""
+    parts = []
+    for m in _PAYLOAD_TAG.finditer(page):
+        text = m.group(3)
+        if m.group(2):
+            text = gzip.decompress(base64.b64decode(text)).decode("ascii")
+        parts.append(json.loads(text))
+    if not parts:
+        raise ValueError("not a cgviz page: it carries no payload")
+    return parts
+
+
+def page_payload(page: str) -> dict:
+    """The whole payload a page written by `render_page` carries (its parts joined)."""
+    parts = page_parts(page)
+    return join_parts(*parts) if len(parts) == 2 else parts[0]
 
 
 def _page(data: dict, scripts: str) -> str:
