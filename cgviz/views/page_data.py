@@ -66,9 +66,11 @@ def page_data(trace: "Trace", steps: Optional[Iterable[int]] = None, *, title: O
 
     ``steps`` then has one entry per step of the trace: a `payload.STEP` record, or None for a
     step whose pictures were left out. `progress` (`Progress`) hears how far the pictures are."""
+    if steps is None:
+        return page_whole(trace, title=title, renderer=renderer, progress=progress)[0]
     with _collections_paused():
         data = PageData(trace, title=title, renderer=renderer)
-        return {**data.head(), **data.piece(steps, whole=steps is None, progress=progress)}
+        return {**data.head(), **data.piece(steps, progress=progress)}
 
 
 def page_whole(trace: "Trace", *, title: Optional[str] = None, renderer: str = "auto",
