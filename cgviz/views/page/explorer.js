@@ -116,7 +116,7 @@ export function mount(root, payload, host) {
     // the lanes' names, kept at the box's left edge once the timeline's own have scrolled out of it
     const names = q("tl-names"), lanes = (h.tnames && h.tnames.lanes) || [];
     names.textContent = ""; tl.lanesAt = (h.tnames && h.tnames.left) || 0;
-    lanes.forEach(([y, text]) => { const s = el("span", null, text); s.dataset.y = y; names.appendChild(s); });
+    lanes.forEach(([y, text]) => { const s = el("span", null, text); s.style.top = "calc(var(--tl-h) * " + y + ")"; names.appendChild(s); });
     placeNames();
     slider.max = Math.max(n - 1, 0);
     [q("first"), q("prev"), q("next"), q("last"), slider].forEach((b) => { b.disabled = !n; });
@@ -396,10 +396,10 @@ export function mount(root, payload, host) {
 
   function poolWidth() { if (!view.poolW) measure(); return view.poolW; }
   function placeNames() {
-    // shown where the timeline scrolled past the start of its lanes; each name at its lane's height
-    const names = q("tl-names"), h = q("timeline-inner").offsetHeight;
+    // shown where the timeline scrolled past the start of its lanes (from what was last measured:
+    // a step's scroll reads no layout); each name sits at its lane's height (--tl-h, page.css)
+    const names = q("tl-names");
     names.hidden = !names.firstChild || !tl.over || tl.x <= tl.left + tl.lanesAt * tl.w;
-    if (!names.hidden) names.childNodes.forEach((s) => { s.style.top = (+s.dataset.y * h) + "px"; });
   }
   function followOnTimeline() {
     // a timeline wider than its box scrolls to keep the current step in sight
@@ -495,6 +495,7 @@ export function mount(root, payload, host) {
   const tlObserver = new ResizeObserver(() => {
     const b = q("timeline-box"), inner = q("timeline-inner");
     Object.assign(tl, {over: b.scrollWidth > b.clientWidth + 1, left: inner.offsetLeft, w: inner.offsetWidth, box: b.clientWidth, x: b.scrollLeft});
+    q("tl-names").style.setProperty("--tl-h", inner.offsetHeight + "px");
     if (tl.over && model.tx && view.step >= 0 && view.step < model.tx.length) followOnTimeline();
     placeNames();
   });
