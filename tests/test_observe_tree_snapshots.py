@@ -373,6 +373,79 @@ def test_what_was_found_of_a_node_no_longer_shown_is_let_go():
     assert list(tree._found_dead) == [id(kept)]  # nor its record, once it is no longer shown
 
 
+
+def shown_ids(observer: TorchObserver, manager: Manager) -> list:
+    """The id() of each node the state of a decision now shows."""
+    return list(observer.snapshots.state(manager, set())[3][0::2])
+
+
+def looping_observer() -> tuple[TorchObserver, Manager, CUDAGraphNode]:
+    """An observer at "full" in a steady replay loop of one root, its state read many times."""
+    root = CUDAGraphNode("a")
+    manager = Manager({"f": [root]}, current=root)
+    manager.device_index, manager.cuda_graphs_thread_pool = 0, None
+    observer = TorchObserver("full")
+    for _ in range(4):
+        observer.replayed(manager, root)
+        observer.path_ended(manager, root)
+    assert shown_ids(observer, manager) == [id(root)]
+    return observer, manager, root
+
+
+def test_a_graph_recorded_during_a_loop_is_shown_from_its_recording_on():
+    """A replay loop's state walks the tree once per change: a node torch records is shown
+    from the decision that records it."""
+    observer, manager, root = looping_observer()
+    child = CUDAGraphNode("b")
+    root.children["f"].append(child)
+    observer.step("record", "recording b", manager, node=child)
+    assert shown_ids(observer, manager) == [id(root), id(child)]
+
+
+def test_a_node_added_without_a_name_is_shown_from_the_next_decision_off_the_loop():
+    """A recording that raised leaves its node in torch's tree, never named by the observer:
+    the error's step is a decision off the replay loop, and from it on the node is shown."""
+    observer, manager, root = looping_observer()
+    child = CUDAGraphNode("b")
+    root.children["f"].append(child)
+    observer.step("error", "recording b raised", manager)
+    assert observer.log.states[-1][3][0::2] == (id(root), id(child))  # the state the error step was made in
+    assert shown_ids(observer, manager) == [id(root), id(child)]
+
+
+def test_a_warmup_node_is_shown_while_it_lives():
+    observer, manager, root = looping_observer()
+    warmup = CUDAWarmupNode("w", 0)
+    observer.node_id(warmup)
+    assert shown_ids(observer, manager) == [id(root), id(warmup)]
+    del warmup  # torch lets it go
+    assert shown_ids(observer, manager) == [id(root)]
+
+
+def test_a_tree_shut_down_shows_nothing_though_its_nodes_live():
+    observer, manager, root = looping_observer()
+    manager.roots = None  # torch's shutdown(), which the observer is told of
+    observer.manager_shutting_down(manager)
+    assert shown_ids(observer, manager) == [] and root.held
+
+
+def test_two_managers_in_turn_each_show_their_own_nodes():
+    """Trees on two devices, replayed in turn: each state shows its own tree's nodes and their
+    outputs' liveness as torch's replays change it (each replay hands its output out again,
+    which dies before the other tree's replay), however often the other's is read between."""
+    roots = [CachedOutputsNode("a"), CachedOutputsNode("b", outputs=2)]
+    managers = [Manager({"f": [root]}, current=root) for root in roots]
+    for manager in managers:
+        manager.device_index, manager.cuda_graphs_thread_pool = None, None
+    observer = TorchObserver("full")
+    for _ in range(3):
+        for manager, root in zip(managers, roots):
+            out = root.replay()
+            observer.replayed(manager, root)
+            assert liveness(observer.snapshots, manager) == [True] * len(out)
+            del out
+            assert liveness(observer.snapshots, manager) == [False] * len(root.outputs_weakrefs)
+
 HOLDERS = ["tensor", "tensor twice", "view", "storage", "nothing", "C++ (a .grad)", "C++ and a tensor", "C++ twice"]
 
 

@@ -116,6 +116,7 @@ class TorchObserver(ReplayLoop):
             self._next_id += 1
             self._nodes[found] = weakref.ref(node, partial(self._forget, key, found))
             self._born[found] = self.generation
+            self.snapshots.changed()
         return found
 
     def _forget(self, key: int, cg_id: int, _ref: Any) -> None:
@@ -149,6 +150,7 @@ class TorchObserver(ReplayLoop):
             self.catch_up()
         self._events += 1
         self.saw(manager)
+        self.snapshots.changed()  # off the replay loop, the trees may have changed: walked again
         if self._notes and kind in ("record", "eager", "warmup"):
             reason = reason + "; " + "; ".join(self._notes)
             self._notes.clear()

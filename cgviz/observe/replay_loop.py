@@ -258,6 +258,7 @@ class ReplayLoop:
         """torch resets its trees (torch._dynamo.reset()): the events noted are made into steps
         now, and nothing of that manager is held any longer."""
         self.catch_up()
+        self.snapshots.changed()
         if self.raw.manager_id == id(manager):
             self.raw.drop_manager()
 

@@ -16,6 +16,8 @@ from typing import Any, Callable, Optional
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot
 
+_NONE: frozenset = frozenset()  # no output invalidated
+
 
 class TreeSnapshots:
     """Snapshots of a tree manager, told by the observer what it knows of the nodes.
@@ -38,6 +40,9 @@ class TreeSnapshots:
         self.pool_reads: dict[int, Any] = {}  # device -> its manager's pool, read when the allocator moved (PoolReading)
         self._found_dead: dict[int, layout.FoundDead] = {}  # id(torch node) -> what reads found of its outputs
         self._returning: Optional[int] = None  # id(torch node) whose outputs torch's execute_node is returning
+        # id(manager) -> (weakref to it, [(id(node), what reads found of it)] of the nodes it shows),
+        # walked again when the tree may have changed (see `changed`)
+        self._shown: dict[int, tuple[Any, list[tuple[int, layout.FoundDead]]]] = {}
 
     def snapshot(self, manager: Any, generation: int, invalidated: set[tuple[int, int]]) -> Snapshot:
         """Walk the manager: every recorded graph, warmup nodes seen, outputs, the pool."""
@@ -63,22 +68,44 @@ class TreeSnapshots:
     def state(self, manager: Any, invalidated: set[tuple[int, int]]) -> tuple:
         """What a snapshot of `manager` shows, but replay counts and the generation, in a cheap
         form (StepLog takes no new snapshot while it is unchanged): the nodes, their outputs'
-        liveness and the path. The pool changes with it: replays allocate nothing."""
-        shown = []
-        found_dead = self._found_dead
+        liveness and the path. The pool changes with it: replays allocate nothing. A replay loop
+        reads this at each decision: the nodes shown are walked once per change of the tree."""
         returning, self._returning = self._returning, None
-        nodes = self.shown_nodes(manager, self.live_nodes())
-        for node in nodes:
-            key = id(node)
-            dead = self._found(node)
+        plan = self._shown_now(manager)
+        nodes = [found.node() for _, found in plan]
+        if None in nodes:  # a node freed since (torch's, never named in the trace): walk again
+            del self._shown[id(manager)]
+            plan = self._shown_now(manager)
+            nodes = [found.node() for _, found in plan]
+        shown = []
+        for (key, found), node in zip(plan, nodes):
             shown.append(key)
             if key == returning:  # every output torch tracks is in the list its caller holds
-                shown.append(layout.tracked_outputs(node, dead))
+                shown.append(layout.tracked_outputs(node, found))
             else:
-                shown.append(tuple(layout.live_outputs(node, dead)))
+                shown.append(tuple(layout.live_outputs(node, found)))
+        current, path = layout.path_key(manager)
+        return current, path, frozenset(invalidated) if invalidated else _NONE, tuple(shown)
+
+    def changed(self) -> None:
+        """The trees may have changed (a node recorded, warmed up or freed, a manager new or shut
+        down, a decision off the replay loop): the nodes shown are walked again."""
+        self._shown.clear()
+
+    def _shown_now(self, manager: Any) -> list[tuple[int, layout.FoundDead]]:
+        """(id(node), what reads found of it) of each node a snapshot of `manager` shows, in
+        order; held weakly, as everything of torch's (see `changed`)."""
+        kept = self._shown.get(id(manager))
+        if kept is not None and kept[0]() is manager:
+            return kept[1]
+        nodes = self.shown_nodes(manager, self.live_nodes())
+        plan = [(id(node), self._found(node)) for node in nodes]
+        found_dead = self._found_dead
         if len(found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
-            self._found_dead = {id(node): found_dead[id(node)] for node in nodes}
-        return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
+            self._found_dead = {key: found for key, found in plan}
+            self._shown.clear()  # another manager's nodes are found afresh: walked again
+        self._shown[id(manager)] = (weakref.ref(manager), plan)
+        return plan
 
     def ran(self, node: Any) -> None:
         """torch ran `node`: its outputs found expired may be live again, and are asked anew."""

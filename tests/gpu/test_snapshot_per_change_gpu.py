@@ -64,10 +64,10 @@ def test_every_state_of_a_training_loop_is_what_asking_every_output_gives(monkey
     checked, marked = [], []
 
     def state(self, manager, invalidated):
-        kept, returning = self._found_dead, self._returning
-        self._found_dead, self._returning = {}, None
-        asked = read(self, manager, invalidated)  # every output asked
-        self._found_dead, self._returning = kept, returning
+        kept = self._found_dead, self._returning, self._shown
+        self._found_dead, self._returning, self._shown = {}, None, {}
+        asked = read(self, manager, invalidated)  # every output asked, the tree walked afresh
+        self._found_dead, self._returning, self._shown = kept
         shown = read(self, manager, invalidated)
         checked.append(shown == asked)
         return shown
