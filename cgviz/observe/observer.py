@@ -134,8 +134,9 @@ class TorchObserver(ReplayLoop):
         return self._parents[node_id]
 
     def live_nodes(self) -> dict[int, Any]:
-        """The nodes torch still keeps, by cgviz id (a snapshot walks these at every decision at
-        "full": the nodes freed are let go first, so a long run does not walk its history)."""
+        """The nodes torch still keeps, by cgviz id (each snapshot, and each walk of the tree at
+        "full", goes over these: the nodes freed are let go first, so a long run does not walk its
+        history)."""
         freed, nodes = self._freed, self._nodes
         while freed:
             nodes.pop(freed.pop(), None)
