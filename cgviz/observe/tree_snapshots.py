@@ -74,7 +74,7 @@ class TreeSnapshots:
         plan = self._shown_now(manager)
         nodes = [found.node() for _, found in plan]
         if None in nodes:  # a node freed since (torch's, never named in the trace): walk again
-            del self._shown[id(manager)]
+            self._shown.pop(id(manager), None)
             plan = self._shown_now(manager)
             nodes = [found.node() for _, found in plan]
         shown = []
@@ -88,8 +88,9 @@ class TreeSnapshots:
         return current, path, frozenset(invalidated) if invalidated else _NONE, tuple(shown)
 
     def changed(self) -> None:
-        """The trees may have changed (a node recorded, warmed up or freed, a manager new or shut
-        down, a decision off the replay loop): the nodes shown are walked again."""
+        """The trees may have changed in a way the nodes kept cannot tell (a node recorded or
+        warmed up, a tree shut down, a decision off the replay loop): the nodes shown are walked
+        again. A node kept that torch freed, or a manager's id() reused, is seen at the next read."""
         self._shown.clear()
 
     def _shown_now(self, manager: Any) -> list[tuple[int, layout.FoundDead]]:
