@@ -379,13 +379,13 @@ def shown_ids(observer: TorchObserver, manager: Manager) -> list:
     return list(observer.snapshots.state(manager, set())[3][0::2])
 
 
-def looping_observer() -> tuple[TorchObserver, Manager, CUDAGraphNode]:
+def looping_observer(rounds: int = 4) -> tuple[TorchObserver, Manager, CUDAGraphNode]:
     """An observer at "full" in a steady replay loop of one root, its state read many times."""
     root = CUDAGraphNode("a")
     manager = Manager({"f": [root]}, current=root)
     manager.device_index, manager.cuda_graphs_thread_pool = 0, None
     observer = TorchObserver("full")
-    for _ in range(4):
+    for _ in range(rounds):
         observer.replayed(manager, root)
         observer.path_ended(manager, root)
     assert shown_ids(observer, manager) == [id(root)]
@@ -599,13 +599,7 @@ def test_decisions_noted_before_torch_freed_their_manager_keep_their_device_and_
     """torch frees a manager (its compiled functions died) while decisions of it are noted: they
     are made into steps with the device they were noted with, folding into their block, and the
     block keeps the snapshot it had."""
-    node = CUDAGraphNode("a", outputs=1)
-    manager = Manager({"f": [node]}, current=node)
-    manager.device_index, manager.cuda_graphs_thread_pool = 0, None
-    observer = TorchObserver("full")
-    for _ in range(6):
-        observer.replayed(manager, node)
-        observer.path_ended(manager, node)
+    observer, manager, node = looping_observer(6)
     observer.replayed(manager, node)  # a repetition half done
     assert observer.raw.events  # noted, not yet made into steps
     del manager
