@@ -6,58 +6,21 @@ changes when an output dies, and asks an output found dead again only when its n
 
 from __future__ import annotations
 
-import functools
-import sys
 import time
 import weakref
-from collections import Counter
 
 import pytest
 import torch
+from snapshot_twins import observer_twins, same_steps
 from torch._inductor.cudagraph_trees import StorageWeakRefWrapper
+from tree_standins import (
+    Asked, CachedOutputsNode, CUDAGraphNode, CUDAWarmupNode, Manager, check_refcount_2_11, check_refcount_2_15,
+    liveness, looping_observer, snapshots,
+)
 
 from cgviz.observe import _torch_layout as layout
 from cgviz.observe._torch_layout import manager as manager_layout
 from cgviz.observe.observer import TorchObserver
-from cgviz.observe.tree_snapshots import TreeSnapshots
-from snapshot_twins import observer_twins, same_steps
-
-
-def held_outputs(count: int) -> tuple[list, list]:
-    """`count` outputs held by the caller (the first list), and torch's references to them."""
-    held = [torch.zeros(4) for _ in range(count)]
-    return held, [StorageWeakRefWrapper(t) for t in held]
-
-
-class CUDAGraphNode:
-    def __init__(self, name: str, *children: "CUDAGraphNode", outputs: int = 1) -> None:
-        self.name = name
-        self.children = {"f": list(children)}
-        self.held, self.outputs_weakrefs = held_outputs(outputs)
-        self.device = 0
-        self.parent = None
-        for child in children:
-            child.parent = self
-        # (depth, output index) of the path's outputs torch finds dead before replaying this node
-        self.expected_dead_indices_before_graph, self.expected_dead_indices_after_graph = [], []
-
-
-class CUDAWarmupNode:
-    def __init__(self, name: str, device_index: int) -> None:
-        self.name = name
-        self.device_index = device_index
-        self.held, self.outputs_weakrefs = held_outputs(1)
-
-
-class Manager:
-    def __init__(self, roots: dict, current=None) -> None:
-        self.roots = roots
-        self.current_node = current
-        self.path_state = None
-
-
-def snapshots(live: dict, manager: Manager) -> TreeSnapshots:
-    return TreeSnapshots(lambda node: None, lambda: live, lambda m, f: "f", {id(manager): "cuda:0"}, Counter(), {})
 
 
 def test_a_snapshot_shows_the_graphs_breadth_first_then_the_warmups_alive_on_its_device():
@@ -83,15 +46,6 @@ def test_the_state_changes_when_an_output_dies_and_not_otherwise():
     after = tree.state(manager, set())
     assert after != before
     assert tree.state(manager, {(0, 1)}) != after  # an output invalidated is told apart too
-
-
-def liveness(tree: TreeSnapshots, manager: Manager) -> list:
-    """The outputs' liveness in the state (which holds each shown node's id, then the indices of
-    its live outputs), one bool per output of each node."""
-    shown = tree.state(manager, set())[3]
-    nodes = tree.shown_nodes(manager, tree.live_nodes())
-    assert shown[0::2] == tuple(id(node) for node in nodes)
-    return [i in live for node, live in zip(nodes, shown[1::2]) for i in range(len(node.outputs_weakrefs))]
 
 
 @pytest.fixture
@@ -207,60 +161,6 @@ def test_what_a_freed_node_was_found_is_not_taken_for_a_new_node_at_its_id():
     assert liveness(tree, manager) == [True]
 
 
-def check_refcount_2_11(node: "CachedOutputsNode", i: int) -> bool:
-    """torch 2.11 - 2.14's check_refcount (cudagraph_trees.py), as a cached output's extra check."""
-    refcount = node.get_output_refcount(i)
-    if node.cached_tensor_outputs[i]._use_count() > 1:
-        assert refcount >= 3
-        return refcount == 3
-    assert refcount >= 2
-    return refcount == 2
-
-
-def check_refcount_2_15(node: "CachedOutputsNode", i: int) -> bool:
-    """torch 2.15's check_refcount: a tensor C++ holds is live; a stale grad_fn is detached."""
-    refcount = node.get_output_refcount(i)
-    cached = node.cached_tensor_outputs[i]
-    if refcount == 2 and cached._use_count() == 1 and cached.grad_fn is not None:
-        cached.detach_()
-    if cached._use_count() > 1:
-        return False
-    assert refcount >= 2
-    return refcount == 2
-
-
-class Asked(StorageWeakRefWrapper):
-    """torch's weak reference to an output's storage, counting the calls of expired()."""
-
-    asked = 0
-
-    def expired(self) -> bool:
-        Asked.asked += 1
-        return super().expired()
-
-
-class CachedOutputsNode(CUDAGraphNode):
-    """A recorded node whose outputs torch caches: each output's reference carries torch's extra
-    check (check_refcount of a release), and a replay hands the cached tensor out again."""
-
-    def __init__(self, name: str, outputs: int = 1, check=check_refcount_2_11) -> None:
-        super().__init__(name, outputs=0)
-        self.cached_tensor_outputs = [torch.zeros(4) for _ in range(outputs)]
-        node = weakref.ref(self)
-
-        def check_refcount(i: int) -> bool:
-            return check(node(), i)
-
-        self.outputs_weakrefs = [Asked(t, extra_ref_check=functools.partial(check_refcount, i))
-                                 for i, t in enumerate(self.cached_tensor_outputs)]
-
-    def get_output_refcount(self, index: int) -> int:
-        return sys.getrefcount(self.cached_tensor_outputs[index])
-
-    def replay(self) -> list:
-        return list(self.cached_tensor_outputs)
-
-
 def test_a_cached_output_handed_out_again_by_its_nodes_run_is_live_again():
     node = CachedOutputsNode("a")
     manager = Manager({"f": [node]}, current=node)
@@ -373,78 +273,6 @@ def test_what_was_found_of_a_node_no_longer_shown_is_let_go():
     assert list(tree._found_dead) == [id(kept)]  # nor its record, once it is no longer shown
 
 
-
-def shown_ids(observer: TorchObserver, manager: Manager) -> list:
-    """The id() of each node the state of a decision now shows."""
-    return list(observer.snapshots.state(manager, set())[3][0::2])
-
-
-def looping_observer(rounds: int = 4) -> tuple[TorchObserver, Manager, CUDAGraphNode]:
-    """An observer at "full" in a steady replay loop of one root, its state read many times."""
-    root = CUDAGraphNode("a")
-    manager = Manager({"f": [root]}, current=root)
-    manager.device_index, manager.cuda_graphs_thread_pool = 0, None
-    observer = TorchObserver("full")
-    for _ in range(rounds):
-        observer.replayed(manager, root)
-        observer.path_ended(manager, root)
-    assert shown_ids(observer, manager) == [id(root)]
-    return observer, manager, root
-
-
-def test_a_graph_recorded_during_a_loop_is_shown_from_its_recording_on():
-    """A replay loop's state walks the tree once per change: a node torch records is shown
-    from the decision that records it."""
-    observer, manager, root = looping_observer()
-    child = CUDAGraphNode("b")
-    root.children["f"].append(child)
-    observer.step("record", "recording b", manager, node=child)
-    assert shown_ids(observer, manager) == [id(root), id(child)]
-
-
-def test_a_node_added_without_a_name_is_shown_from_the_next_decision_off_the_loop():
-    """A recording that raised leaves its node in torch's tree, never named by the observer:
-    the error's step is a decision off the replay loop, and from it on the node is shown."""
-    observer, manager, root = looping_observer()
-    child = CUDAGraphNode("b")
-    root.children["f"].append(child)
-    observer.step("error", "recording b raised", manager)
-    assert observer.log.states[-1][3][0::2] == (id(root), id(child))  # the state the error step was made in
-    assert shown_ids(observer, manager) == [id(root), id(child)]
-
-
-def test_a_warmup_node_is_shown_while_it_lives():
-    observer, manager, root = looping_observer()
-    warmup = CUDAWarmupNode("w", 0)
-    observer.node_id(warmup)
-    assert shown_ids(observer, manager) == [id(root), id(warmup)]
-    del warmup  # torch lets it go
-    assert shown_ids(observer, manager) == [id(root)]
-
-
-def test_a_tree_shut_down_shows_nothing_though_its_nodes_live():
-    observer, manager, root = looping_observer()
-    manager.roots = None  # torch's shutdown(), which the observer is told of
-    observer.manager_shutting_down(manager)
-    assert shown_ids(observer, manager) == [] and root.held
-
-
-def test_two_managers_in_turn_each_show_their_own_nodes():
-    """Trees on two devices, replayed in turn: each state shows its own tree's nodes and their
-    outputs' liveness as torch's replays change it (each replay hands its output out again,
-    which dies before the other tree's replay), however often the other's is read between."""
-    roots = [CachedOutputsNode("a"), CachedOutputsNode("b", outputs=2)]
-    managers = [Manager({"f": [root]}, current=root) for root in roots]
-    for manager in managers:
-        manager.device_index, manager.cuda_graphs_thread_pool = None, None
-    observer = TorchObserver("full")
-    for _ in range(3):
-        for manager, root in zip(managers, roots):
-            out = root.replay()
-            observer.replayed(manager, root)
-            assert liveness(observer.snapshots, manager) == [True] * len(out)
-            del out
-            assert liveness(observer.snapshots, manager) == [False] * len(root.outputs_weakrefs)
 
 HOLDERS = ["tensor", "tensor twice", "view", "storage", "nothing", "C++ (a .grad)", "C++ and a tensor", "C++ twice"]
 

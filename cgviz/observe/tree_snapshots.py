@@ -101,10 +101,9 @@ class TreeSnapshots:
             return kept[1]
         nodes = self.shown_nodes(manager, self.live_nodes())
         plan = [(id(node), self._found(node)) for node in nodes]
-        found_dead = self._found_dead
-        if len(found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
-            self._found_dead = {key: found for key, found in plan}
-            self._shown.clear()  # another manager's nodes are found afresh: walked again
+        if len(self._found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
+            walks = [plan] + [walk for key, (_, walk) in self._shown.items() if key != id(manager)]
+            self._found_dead = {key: found for walk in walks for key, found in walk}  # each kept walk's own
         self._shown[id(manager)] = (weakref.ref(manager), plan)
         return plan
 
