@@ -16,7 +16,6 @@ from typing import Any, Callable, Optional
 from cgviz.observe import _torch_layout as layout
 from cgviz.trace.model import NodeView, OutputView, Snapshot
 
-_NONE: frozenset = frozenset()  # no output invalidated
 
 
 class TreeSnapshots:
@@ -71,21 +70,14 @@ class TreeSnapshots:
         liveness and the path. The pool changes with it: replays allocate nothing. A replay loop
         reads this at each decision: the nodes shown are walked once per change of the tree."""
         returning, self._returning = self._returning, None
-        plan = self._shown_now(manager)
-        nodes = [found.node() for _, found in plan]
-        if None in nodes:  # a node freed since (torch's, never named in the trace): walk again
-            self._shown.pop(id(manager), None)
-            plan = self._shown_now(manager)
-            nodes = [found.node() for _, found in plan]
         shown = []
-        for (key, found), node in zip(plan, nodes):
+        for key, found, node in self._shown_now(manager):
             shown.append(key)
             if key == returning:  # every output torch tracks is in the list its caller holds
                 shown.append(layout.tracked_outputs(node, found))
             else:
                 shown.append(tuple(layout.live_outputs(node, found)))
-        current, path = layout.path_key(manager)
-        return current, path, frozenset(invalidated) if invalidated else _NONE, tuple(shown)
+        return id(layout.current_node(manager)), layout.path_state(manager), frozenset(invalidated), tuple(shown)
 
     def changed(self) -> None:
         """The trees may have changed in a way the nodes kept cannot tell (a node recorded or
@@ -93,19 +85,22 @@ class TreeSnapshots:
         again. A node kept that torch freed, or a manager's id() reused, is seen at the next read."""
         self._shown.clear()
 
-    def _shown_now(self, manager: Any) -> list[tuple[int, layout.FoundDead]]:
-        """(id(node), what reads found of it) of each node a snapshot of `manager` shows, in
-        order; held weakly, as everything of torch's (see `changed`)."""
+    def _shown_now(self, manager: Any) -> list[tuple[int, layout.FoundDead, Any]]:
+        """(id(node), what reads found of it, the node) of each node a snapshot of `manager`
+        shows, in order. The walk is kept, holding the nodes weakly (see `changed`), and made
+        again where a node it kept was freed (torch's, never named in the trace)."""
         kept = self._shown.get(id(manager))
         if kept is not None and kept[0]() is manager:
-            return kept[1]
+            nodes = [found.node() for _, found in kept[1]]
+            if None not in nodes:
+                return [(key, found, node) for (key, found), node in zip(kept[1], nodes)]
         nodes = self.shown_nodes(manager, self.live_nodes())
         plan = [(id(node), self._found(node)) for node in nodes]
         if len(self._found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
             walks = [plan] + [walk for key, (_, walk) in self._shown.items() if key != id(manager)]
             self._found_dead = {key: found for walk in walks for key, found in walk}  # each kept walk's own
         self._shown[id(manager)] = (weakref.ref(manager), plan)
-        return plan
+        return [(key, found, node) for (key, found), node in zip(plan, nodes)]
 
     def ran(self, node: Any) -> None:
         """torch ran `node`: its outputs found expired may be live again, and are asked anew."""

@@ -222,7 +222,7 @@ from cgviz.observe._torch_layout.manager import (
     FoundDead, added_function_id, already_warm, cloned_outputs, compile_id, current_node, demoted_inputs, eager_cause,
     found_dead_by_torch, function_label, generation_check, is_kernel_free, is_warmup, live_outputs, managed_input_limit_reached,
     managed_input_rule, manager_class, manager_device, manager_index, node_children, node_device,
-    node_function, node_parent, output_metadata, output_refs, outputs_live, path_key, path_state, path_to, pool_of,
+    node_function, node_parent, output_metadata, output_refs, outputs_live, path_state, path_to, pool_of,
     recorded_nodes, replay_mismatches, roots, run_method, stack_traces, starts_new_generation, torch_node_id, tracked_outputs,
     tree_capture,
     tree_replay,

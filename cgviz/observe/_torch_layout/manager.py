@@ -169,12 +169,6 @@ def current_node(manager: Any) -> Any:
     return read(manager, "current_node")
 
 
-def path_key(manager: Any) -> tuple:
-    """Where the manager's path stands, to compare with another time: its current node's id()
-    and torch's state of the path (an ExecutionState)."""
-    return id(read(manager, "current_node")), read(manager, "path_state")
-
-
 def path_state(manager: Any) -> Optional[str]:
     """The state of the manager's path in torch's words ("NONE", "WARMUP", "RECORDING", "EXECUTION")."""
     return getattr(read(manager, "path_state"), "name", None)
