@@ -311,7 +311,11 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
             if held > 3:
                 live.append(i)
                 continue
-            if cached[i]._use_count() > 1:
+            if held == 2 and not cpp_held_live:
+                # only the cache holds it: through 2.14 a tensor C++ also holds is held 3 times
+                # here (check_refcount asserts it), so its _use_count() need not be asked
+                expired = use_count(refs[i].ref.cdata) == 2
+            elif cached[i]._use_count() > 1:
                 expired = not cpp_held_live and held == 3 and use_count(refs[i].ref.cdata) == 2
             else:
                 expired = held == 2 and use_count(refs[i].ref.cdata) == 2
