@@ -250,3 +250,59 @@ def test_observer_parts_times_each_hook_in_place_and_puts_torchs_class_back(monk
     for variant in ("clocks_alone", "no_observer", "events"):
         assert set(times[f"{variant}_us_per_step"]) - {"all"} == {"_run", "execute_node"}
     assert len(seen) == 2 * 12 and all(node is manager.node for node in seen)
+
+
+def test_step_profile_share_counts_cgviz_s_own_samples_of_the_steady_steps(tmp_path):
+    """`step_profile.py share` reads py-spy's raw stacks: only a steady step's samples count, and
+    of them those whose innermost frame is cgviz's (a call into torch from cgviz's hook is
+    torch's), by function and by line."""
+    raw = tmp_path / "full.txt"
+    loop = "<module> (step_profile.py:150);main (step_profile.py:128);loop (step_profile.py:60);steady_steps (step_profile.py:41)"
+    hook = "execute_node (cgviz/observe/_hooks.py:163)"
+    raw.write_text("\n".join([
+        f"{loop};train (resnet_levels.py:105);_engine_run_backward (torch/autograd/graph.py:841) 70",
+        f"{loop};train (resnet_levels.py:104);{hook};replayed (cgviz/observe/replay_loop.py:82) 12",
+        f"{loop};train (resnet_levels.py:104);{hook};replayed (cgviz/observe/replay_loop.py:85) 3",
+        f"{loop};train (resnet_levels.py:104);{hook} 5",
+        f"{loop};train (resnet_levels.py:104);{hook};execute_node (torch/_inductor/cudagraph_trees.py:2100) 10",
+        "<module> (step_profile.py:150);main (step_profile.py:128);loop (step_profile.py:55);warm (resnet_levels.py:122);"
+        "replayed (cgviz/observe/replay_loop.py:82) 400",  # warming up: not a steady step
+        "not a stack line",
+    ]) + "\n")
+    out = tmp_path / "share.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "step_profile.py"), "share", str(raw), "--top", "2",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["full.txt"]
+    assert result == json.loads(out.read_text())["full.txt"]
+    assert result["steady_samples"] == 100
+    assert result["cgviz_percent"] == 20.0
+    assert result["by_function"] == {"replayed (cgviz/observe/replay_loop.py)": 15.0,
+                                     "execute_node (cgviz/observe/_hooks.py)": 5.0}
+    assert result["by_line"] == {"replayed (cgviz/observe/replay_loop.py:82)": 12.0,
+                                 "execute_node (cgviz/observe/_hooks.py:163)": 5.0}
+
+
+def test_step_profile_refuses_what_it_cannot_do(tmp_path):
+    """Without a steady step's samples, an unreadable file, a bad number or a CUDA device, it says
+    which and exits 2."""
+    script = str(ROOT / "benchmarks" / "step_profile.py")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    other = tmp_path / "other.txt"
+    other.write_text("<module> (train.py:3);step (train.py:9) 40\n")
+    no_steady = run("share", str(other))
+    assert no_steady.returncode == 2 and "no sample is of a steady step" in no_steady.stderr
+    missing = run("share", str(tmp_path / "absent.txt"))
+    assert missing.returncode == 2 and "absent.txt" in missing.stderr
+    assert run("share", str(other), "--top", "0").returncode == 2
+    assert run("loop", "fast").returncode == 2
+    bad_seconds = run("loop", "full", "--seconds", "0")
+    assert bad_seconds.returncode == 2 and "--seconds takes a positive number" in bad_seconds.stderr
+    import torch
+
+    if not torch.cuda.is_available():
+        no_gpu = run("loop", "events", "--seconds", "1")
+        assert no_gpu.returncode == 2 and "needs a CUDA device" in no_gpu.stderr
