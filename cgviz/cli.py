@@ -15,6 +15,9 @@ from cgviz.progress import ProgressBar
 from cgviz.trace.units import plural
 
 SCENARIO_DEFAULT = "branching"
+# the demo's scenarios, by name, as cgviz.scenarios.SCENARIOS has them: that module imports torch,
+# which a command that runs no scenario need not wait for
+SCENARIO_NAMES = ("chain", "branching", "generations", "fwd_bwd", "static_move", "dynamic_shapes", "training")
 
 
 DEMO_HTML = "cgviz-demo.html"
@@ -413,14 +416,13 @@ def _run(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     import cgviz
     from cgviz.run import add_parser as add_run_parser
-    from cgviz.scenarios import SCENARIOS
 
     parser = argparse.ArgumentParser(prog="cgviz", description="Run and inspect CUDA graph trees.")
     parser.add_argument("--version", action="version", version=f"cgviz {cgviz.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scenario and show its tree, steps and reasons")
     demo.add_argument("--backend", choices=("auto", "sim", "cuda"), default="auto")
-    demo.add_argument("--scenario", default=SCENARIO_DEFAULT, help=f"one of: {', '.join(SCENARIOS)}")
+    demo.add_argument("--scenario", default=SCENARIO_DEFAULT, help=f"one of: {', '.join(SCENARIO_NAMES)}")
     demo.add_argument("--text", action="store_true", help="also print the steps, reasons and tree in the terminal")
     demo.add_argument(
         "-o", "--output", action="append", metavar="PATH",

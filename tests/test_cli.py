@@ -102,6 +102,34 @@ def test_demo_with_an_unknown_scenario_exits_2_naming_the_choices(capsys):
     assert "unknown scenario 'nope'" in err and "chain" in err and "branching" in err
 
 
+def test_the_demo_offers_every_scenario_by_its_name(capsys):
+    """The parser names the scenarios without importing them (that imports torch): the names it
+    offers are the scenarios there are, in their order."""
+    from cgviz.cli import SCENARIO_NAMES
+    from cgviz.scenarios import SCENARIOS
+
+    assert SCENARIO_NAMES == tuple(SCENARIOS)
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "one of: " + ", ".join(SCENARIOS) in " ".join(capsys.readouterr().out.split())
+
+
+def test_commands_on_a_saved_trace_start_without_importing_torch(runs):
+    """Reading, checking, exporting and merging a saved trace need no torch: a command that
+    only reads one must not wait a second or two for it to import."""
+    _, path = runs
+    runs[0]["demo"].result()
+    commands = [["--version"], ["doctor", str(path)], ["info", str(path)], ["export", str(path), "-o", "{out}.json"],
+                ["merge", str(path), "-o", "{out}.merged.json"], ["render", str(path), "-o", "{out}.html"]]
+    code = ("import sys\nfrom cgviz.cli import main\ntry:\n    rc = main(sys.argv[1:])\nexcept SystemExit as exc:\n"
+            "    rc = exc.code\nprint(rc, 'torch' in sys.modules)")
+    for i, argv in enumerate(commands):
+        argv = [a.replace("{out}", str(path.with_name(f"out{i}"))) for a in argv]
+        proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=180,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.stdout.split()[-2:] == ["0", "False"], (argv, proc.stdout[-500:], proc.stderr[-2000:])
+
+
 @pytest.mark.parametrize("argv", [[], ["demo", "--backend", "tpu"], ["bogus"]])
 def test_bad_command_lines_are_usage_errors(capsys, argv):
     with pytest.raises(SystemExit) as info:
