@@ -25,7 +25,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 from _stats import emit  # noqa: E402
@@ -34,7 +34,7 @@ STEADY = "steady_steps"  # the function whose frames mark a steady step's sample
 LEVELS = ("none", "events", "full")
 
 
-def steady_steps(train, caught_up, seconds: float, chunk: int = 20) -> int:
+def steady_steps(train: Callable[[int], None], caught_up: Callable[[], None], seconds: float, chunk: int = 20) -> int:
     """Training steps for `seconds`, each chunk's noted events made into steps; how many ran."""
     start, steps = time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
@@ -45,6 +45,8 @@ def steady_steps(train, caught_up, seconds: float, chunk: int = 20) -> int:
 
 
 def loop(level: str, seconds: float) -> dict:
+    """The training loop's steady steps at `level` for `seconds` (after its warmups and records),
+    with the time a step took, unsampled work included."""
     import contextlib
     import gc
 
