@@ -45,8 +45,8 @@ def steady_steps(train: Callable[[int], None], caught_up: Callable[[], None], se
 
 
 def loop(level: str, seconds: float) -> dict:
-    """The training loop's steady steps at `level` for `seconds` (after its warmups and records),
-    with the time a step took, unsampled work included."""
+    """The training loop's steady steps at `level` for `seconds`, after its warmups and records:
+    how many ran, and their mean time a step."""
     import contextlib
     import gc
 
