@@ -319,6 +319,31 @@ def test_liveness_read_without_asking_is_torchs_expired(monkeypatch, release):
     del kept
 
 
+class CppHeldAsIn2_15:
+    """A cached output whose tensor C++ also holds, counted as torch 2.15 counts one: Python holds
+    it through the cache alone (the CPU torch here adds a reference for C++, which 2.15 does not).
+    It holds the output's tensor, as the real one is that tensor."""
+
+    grad_fn = None
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def _use_count(self) -> int:
+        return 2
+
+
+def test_a_cached_output_cpp_holds_is_live_from_2_15_at_the_cache_s_count(monkeypatch):
+    """From 2.15, a cached output whose tensor C++ also holds is live whatever Python's count:
+    the read asks its use count even where only the cache holds it, as torch's expired() does."""
+    monkeypatch.setattr(manager_layout, "CPP_HELD_CACHED_OUTPUT_LIVE", True)
+    node = CachedOutputsNode("a", outputs=2, check=check_refcount_2_15)
+    node.cached_tensor_outputs[0] = CppHeldAsIn2_15(node.cached_tensor_outputs[0])
+    torch_says = [not StorageWeakRefWrapper.expired(r) for r in node.outputs_weakrefs]
+    assert torch_says == [True, False]
+    assert layout.outputs_live(node) == torch_says
+
+
 def test_an_output_with_an_extra_check_and_no_cached_tensor_is_asked_expired():
     """Where the node keeps no cached tensor for an output whose reference has an extra check (a
     layout cgviz does not know), the observer calls expired() itself, at the baseline count."""
