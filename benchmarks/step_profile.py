@@ -96,6 +96,8 @@ def share(lines: Iterable[str], top: int = 15) -> dict:
         total += count
         if cgviz_frame(frames[-1]):
             by_line[frames[-1]] += count
+    if not total:
+        raise ValueError(f"no sample is of a steady step (no frame of {STEADY}): was `loop` the program sampled?")
     by_function: collections.Counter = collections.Counter()
     for frame, count in by_line.items():
         by_function[re.sub(r":\d+\)$", ")", frame)] += count
@@ -103,8 +105,6 @@ def share(lines: Iterable[str], top: int = 15) -> dict:
     def percent(counter: collections.Counter) -> dict[str, float]:
         return {name: round(100 * n / total, 2) for name, n in counter.most_common(top)}
 
-    if not total:
-        raise ValueError(f"no sample is of a steady step (no frame of {STEADY}): was `loop` the program sampled?")
     return {"steady_samples": total, "cgviz_percent": round(100 * sum(by_line.values()) / total, 2),
             "by_function": percent(by_function), "by_line": percent(by_line)}
 

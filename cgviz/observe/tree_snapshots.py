@@ -90,16 +90,15 @@ class TreeSnapshots:
         shows, in order. The walk is kept, holding the nodes weakly (see `changed`), and made
         again where a node it kept was freed (torch's, never named in the trace)."""
         kept = self._shown.get(id(manager))
-        if kept is not None and kept[0]() is manager:
-            nodes = [found.node() for _, found in kept[1]]
-            if None not in nodes:
-                return [(key, found, node) for (key, found), node in zip(kept[1], nodes)]
-        nodes = self.shown_nodes(manager, self.live_nodes())
-        plan = [(id(node), self._found(node)) for node in nodes]
-        if len(self._found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
-            walks = [plan] + [walk for key, (_, walk) in self._shown.items() if key != id(manager)]
-            self._found_dead = {key: found for walk in walks for key, found in walk}  # each kept walk's own
-        self._shown[id(manager)] = (weakref.ref(manager), plan)
+        plan = kept[1] if kept is not None and kept[0]() is manager else None
+        nodes = [] if plan is None else [found.node() for _, found in plan]
+        if plan is None or None in nodes:
+            nodes = self.shown_nodes(manager, self.live_nodes())
+            plan = [(id(node), self._found(node)) for node in nodes]
+            if len(self._found_dead) > len(nodes):  # nodes no longer shown (torch freed them): let their outputs go
+                walks = [plan] + [walk for key, (_, walk) in self._shown.items() if key != id(manager)]
+                self._found_dead = {key: found for walk in walks for key, found in walk}  # each kept walk's own
+            self._shown[id(manager)] = (weakref.ref(manager), plan)
         return [(key, found, node) for (key, found), node in zip(plan, nodes)]
 
     def ran(self, node: Any) -> None:

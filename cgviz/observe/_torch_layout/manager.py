@@ -311,14 +311,11 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
             if held > 3:
                 live.append(i)
                 continue
-            if held == 2 and not cpp_held_live:
-                # only the cache holds it: through 2.14 a tensor C++ also holds is held 3 times
-                # here (check_refcount asserts it), so its _use_count() need not be asked
-                expired = use_count(refs[i].ref.cdata) == 2
-            elif cached[i]._use_count() > 1:
-                expired = not cpp_held_live and held == 3 and use_count(refs[i].ref.cdata) == 2
-            else:
-                expired = held == 2 and use_count(refs[i].ref.cdata) == 2
+            if cpp_held_live:  # 2.15: a tensor C++ also holds is live
+                expired = held == 2 and cached[i]._use_count() <= 1 and use_count(refs[i].ref.cdata) == 2
+            else:  # through 2.14: held once more than the cache is expired only where that is C++
+                # (a tensor C++ holds is held 3 times, as check_refcount asserts: at 2 it is not asked)
+                expired = (held == 2 or cached[i]._use_count() > 1) and use_count(refs[i].ref.cdata) == 2
         else:
             ref = refs[i]
             if ref is None:
