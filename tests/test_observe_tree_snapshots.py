@@ -147,6 +147,68 @@ def test_nothing_of_an_output_found_dead_is_read_until_its_node_runs():
     del out
 
 
+def test_a_cached_outputs_storage_is_read_from_its_wrapper_once_while_its_tensor_is_cached():
+    """A replay loop reads each cached output again after its node runs: its storage is the one
+    torch's wrapper pointed at when the tensor was cached, kept from the first read, so the
+    wrapper and its weak reference are not touched again."""
+    node = CachedOutputsNode("a", outputs=2)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    assert liveness(tree, manager) == [False, False]  # each read to its storage's count
+    out = node.replay()
+    tree.ran(node)
+    view = out[1][1:]  # the caller keeps a view of output 1 alone: its storage's count says live
+    del out
+    wrappers, node.outputs_weakrefs = node.outputs_weakrefs, [Untouchable(), Untouchable()]
+    assert liveness(tree, manager) == [False, True]
+    node.outputs_weakrefs = wrappers
+    assert liveness(tree, manager) == [not StorageWeakRefWrapper.expired(r) for r in wrappers]
+    del view
+
+
+def test_cached_tensors_made_anew_are_read_through_their_new_wrappers():
+    """torch takes a node's cached tensors out at a checkpoint and makes them anew, each with a
+    new wrapper, at the node's next run: the read follows the new storages, not those kept from
+    before (the caller may still hold an old output)."""
+    node = CachedOutputsNode("a", outputs=2)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    assert liveness(tree, manager) == [False, False]  # the storages kept
+    old_wrappers = node.outputs_weakrefs  # kept: a read of the old storages stays in bounds
+    old_output = node.cached_tensor_outputs[0]  # the caller holds an output from before the checkpoint
+    node.cached_tensor_outputs.clear()  # remove_node_cached_tensors()
+    node.initialize_cached_tensors(2)  # the next run's reconstruct_outputs()
+    tree.ran(node)
+    view = node.cached_tensor_outputs[0][1:]  # and a view of the new output 0
+    torch_says = [not StorageWeakRefWrapper.expired(r) for r in node.outputs_weakrefs]
+    assert torch_says == [True, False]
+    assert liveness(tree, manager) == torch_says
+    del view, old_output, old_wrappers
+
+
+def test_a_cached_output_taken_out_of_the_cache_is_read_through_its_wrapper():
+    """2.14+'s generation cloning points an output's wrapper at a placeholder storage as it puts
+    None in the output's place in the cache: that output is read as a plain one, through its
+    wrapper, and the others still from the storages kept."""
+    node = CachedOutputsNode("a", outputs=2)
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    out = node.replay()
+    assert liveness(tree, manager) == [True, True]
+    placeholder = torch.zeros(4)
+    node.outputs_weakrefs[1].remove_extra_reference()
+    node.outputs_weakrefs[1].swap_weakref(placeholder.untyped_storage()._weak_ref())
+    node.cached_tensor_outputs[1] = None
+    del out
+    tree.ran(node)
+    torch_says = [not StorageWeakRefWrapper.expired(r) for r in node.outputs_weakrefs]
+    assert torch_says == [False, True]  # the placeholder's storage is held by `placeholder`
+    assert liveness(tree, manager) == torch_says
+    del placeholder
+    tree.ran(node)
+    assert liveness(tree, manager) == [False, False]
+
+
 def test_what_a_freed_node_was_found_is_not_taken_for_a_new_node_at_its_id():
     """torch frees a node and makes another, which Python may place at the freed one's id(): the
     new node's outputs are read, not skipped as the old one's were found."""

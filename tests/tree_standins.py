@@ -87,12 +87,20 @@ class CachedOutputsNode(CUDAGraphNode):
 
     def __init__(self, name: str, outputs: int = 1, check=check_refcount_2_11) -> None:
         super().__init__(name, outputs=0)
-        self.cached_tensor_outputs = [torch.zeros(4) for _ in range(outputs)]
-        node = weakref.ref(self)
+        self.cached_tensor_outputs: list = []
+        self.check = check
+        self.initialize_cached_tensors(outputs)
+
+    def initialize_cached_tensors(self, outputs: int) -> None:
+        """As torch's _initialize_cached_tensors: new cached tensors, each with a new wrapper
+        (at the recording, and at the first run after a checkpoint took them out)."""
+        assert not self.cached_tensor_outputs
+        node, check = weakref.ref(self), self.check
 
         def check_refcount(i: int) -> bool:
             return check(node(), i)
 
+        self.cached_tensor_outputs += [torch.zeros(4) for _ in range(outputs)]
         self.outputs_weakrefs = [Asked(t, extra_ref_check=functools.partial(check_refcount, i))
                                  for i, t in enumerate(self.cached_tensor_outputs)]
 

@@ -250,9 +250,10 @@ class FoundDead:
     runs (`reconstruct_outputs`), where `node_ran` opens every output again; 2.14+'s generation
     cloning points wrappers at placeholder storages no one holds, which read expired. `node` tells
     a node apart from a later one at the same id(); `tracked` keeps what `tracked_outputs` found of
-    it, `torch_checks` what torch finds dead before each of its replays."""
+    it, `torch_checks` what torch finds dead before each of its replays, `storages` its cached
+    outputs' storages (CachedStorages)."""
 
-    __slots__ = ("node", "count", "open", "tracked", "torch_checks")
+    __slots__ = ("node", "count", "open", "tracked", "torch_checks", "storages")
 
     def __init__(self, node: Any = None) -> None:
         self.node = None if node is None else weakref.ref(node)
@@ -261,6 +262,7 @@ class FoundDead:
         self.tracked: Optional[tuple[int, tuple[int, ...]]] = None  # (how many outputs, the tracked ones)
         # (weakref to an ancestor, its number of outputs, the indices of those found dead, the others)
         self.torch_checks: Optional[list[tuple[Any, int, frozenset[int], tuple[int, ...]]]] = None
+        self.storages: Optional[CachedStorages] = None
 
     def node_ran(self) -> None:
         """Its node ran: every output may be live again."""
@@ -281,6 +283,39 @@ class FoundDead:
         return self.node is not None and self.node() is node
 
 
+class CachedStorages:
+    """The storages of a node's cached outputs, as the ints torch's use count takes, read once
+    from torch's wrappers and kept while the node keeps the same cached tensors: a replay loop's
+    read of a cached output then touches its tensor and its storage, not the wrapper, its weak
+    reference and the int they hold (each a cache miss after torch's own work).
+
+    torch points a cached output's wrapper at its storage when it makes the cached tensor, and
+    not again while that tensor is cached (2.11 - 2.15): a node's run makes its cached tensors
+    anew, with new wrappers, only after all of them were taken out of the list (a checkpoint, a
+    shutdown), and 2.14+'s generation cloning swaps an output's storage only as it puts None in
+    that output's place in the list. So while the list holds the same first cached tensor (a weak
+    reference tells, and holds nothing) and an output's place is not None, the int kept is
+    torch's wrapper's own, which keeps it valid."""
+
+    __slots__ = ("length", "at", "first", "cdata")
+
+    def __init__(self, cached: Any) -> None:
+        self.length = len(cached)
+        self.at = next((i for i, tensor in enumerate(cached) if tensor is not None), -1)
+        self.first = None if self.at < 0 else weakref.ref(cached[self.at])
+        self.cdata: list[Optional[int]] = [None] * self.length  # each read at its output's first need
+
+    def storage(self, refs: Any, i: int) -> int:
+        """Output i's storage, read from its wrapper once: a copy of the int, so that a later
+        read touches none of torch's objects (`live_outputs` inlines the kept case)."""
+        cdata = self.cdata[i] = refs[i].ref.cdata + 0
+        return cdata
+
+    def current(self, cached: Any) -> bool:
+        """Does the node still keep the cached tensors these storages were read with?"""
+        return len(cached) == self.length and self.first is not None and self.first() is cached[self.at]
+
+
 def live_outputs(node: Any, dead: FoundDead) -> list[int]:
     """The indices of a node's live outputs, as torch's StorageWeakRefWrapper.expired() tells
     it, read without calling it (it takes five Python calls per output, and 2.15's may detach
@@ -294,13 +329,18 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
     check together, and takes both away together, so a cached tensor says which check applies
     without reading the wrapper; an extra check with no cached tensor to read is asked expired()
     itself. This runs at every decision of a replay loop traced at "full": no call per output
-    beyond torch's counts, and a cached output that Python holds more than once is read no further
-    than its tensor's reference count."""
+    beyond torch's counts, a cached output that Python holds more than once is read no further
+    than its tensor's reference count, and one held less is read at the storage kept for it
+    (CachedStorages), not through its wrapper."""
     refs = read(node, "outputs_weakrefs", None) or ()
     count = len(refs)
     cached = getattr(node, "cached_tensor_outputs", None) or ()
     n_cached = len(cached)
     use_count, refcount, cpp_held_live = getattr(torch._C, STORAGE_USE_COUNT), sys.getrefcount, CPP_HELD_CACHED_OUTPUT_LIVE
+    storages = dead.storages
+    if n_cached and (storages is None or not storages.current(cached)):
+        storages = dead.storages = CachedStorages(cached)
+    kept = storages.cdata if n_cached else ()
     live = []
     for i in dead.still_open(count):
         if i < n_cached and cached[i] is not None:
@@ -312,10 +352,13 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
                 live.append(i)
                 continue
             if cpp_held_live:  # 2.15: a tensor C++ also holds is live
-                expired = held == 2 and cached[i]._use_count() <= 1 and use_count(refs[i].ref.cdata) == 2
+                expired = held == 2 and cached[i]._use_count() <= 1
             else:  # through 2.14: held once more than the cache is expired only where that is C++
                 # (a tensor C++ holds is held 3 times, as check_refcount asserts: at 2 it is not asked)
-                expired = (held == 2 or cached[i]._use_count() > 1) and use_count(refs[i].ref.cdata) == 2
+                expired = held == 2 or cached[i]._use_count() > 1
+            if expired:
+                cdata = kept[i]
+                expired = use_count(storages.storage(refs, i) if cdata is None else cdata) == 2
         else:
             ref = refs[i]
             if ref is None:
