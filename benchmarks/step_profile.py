@@ -9,6 +9,11 @@ the share of the steady steps' samples whose innermost frame is cgviz's code, by
 line. Time in C that cgviz's code calls counts as cgviz's (py-spy gives it the calling line); time
 torch's code loses to what cgviz's work evicted from the caches does not.
 
+Only the main thread's samples are counted: a compiled backward's Python (torch's replay of its
+graph, and cgviz's hooks on it) runs on autograd's device thread, whose stacks carry no mark of a
+steady step, while the main thread waits in torch's engine. Without py-spy's `--idle` that wait
+is not sampled, so the share is of the main thread's busy time; with `--idle`, of the wall time.
+
 usage (py-spy is not a dependency of cgviz):
   py-spy record --rate 2000 --format raw --nonblocking -o full.txt -- \\
       python benchmarks/step_profile.py loop full --seconds 15
