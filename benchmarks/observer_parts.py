@@ -12,6 +12,11 @@ Variants, each timing a chunk of steps inside its context, interleaved in rounds
 - events_no_work: the observer at "events" with its replay-loop methods doing nothing;
 - events: `cgviz.observe_torch(trace="events")`.
 
+With --full-parts, also `"full"` and `"full"` with one part of its state read made free, for
+measuring only (their traces are not correct): full_no_reads takes every output as dead without
+reading it (what the reads find in this loop's steady steps), full_const_state makes the state a
+constant (the nodes not walked either).
+
 With --count-calls, also the calls a step makes from Python (Python functions, and C functions
 called from Python), on every thread, counted with a profiler for ten steps of no_observer,
 events_no_work and events, and the functions whose counts differ (Python 3.12+). With
@@ -19,8 +24,8 @@ events_no_work and events, and the functions whose counts differ (Python 3.12+).
 timed in place (torch's own method left out): with no observer, at "events" and at "full". Prints one JSON
 object; `--out PATH` also writes it. Needs a CUDA device and torchvision.
 
-usage: python benchmarks/observer_parts.py [--chunk N] [--rounds R] [--seconds S] [--count-calls]
-       [--hook-times] [--out PATH]
+usage: python benchmarks/observer_parts.py [--chunk N] [--rounds R] [--seconds S] [--full-parts]
+       [--count-calls] [--hook-times] [--out PATH]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import platform
 import statistics
 import sys
@@ -40,6 +46,7 @@ from _stats import emit, interleaved, summary
 from resnet_levels import events_no_work, hooks_replaced, training_variants
 
 PARTS = ("unreached", "installed", "idle_observer", "events_no_work", "events")
+FULL_PARTS = ("full", "full_no_reads", "full_const_state")
 
 
 @contextlib.contextmanager
@@ -92,6 +99,24 @@ def idle_observer() -> Iterator[None]:
         yield
     finally:
         _hooks.ACTIVE.pop()
+
+
+@contextlib.contextmanager
+def full_without(part: str) -> Iterator[None]:
+    """An observation at "full" with one part made free (see the module): "reads" or "state"."""
+    import cgviz
+    from cgviz.observe import _torch_layout as layout
+    from cgviz.observe.tree_snapshots import TreeSnapshots
+
+    owner, name, free = {"reads": (layout, "live_outputs", lambda node, found: []),
+                         "state": (TreeSnapshots, "state", lambda self, manager, invalidated: ("steady",))}[part]
+    kept = vars(owner)[name]
+    setattr(owner, name, free)
+    try:
+        with cgviz.observe_torch(trace="full"):
+            yield
+    finally:
+        setattr(owner, name, kept)
 
 
 def count_calls(run: Callable[[], None]) -> collections.Counter:
@@ -199,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=20, help="training steps per variant and round")
     parser.add_argument("--rounds", type=int, default=2000, help="at most this many rounds")
     parser.add_argument("--seconds", type=float, default=300, help="no round starts after this")
+    parser.add_argument("--full-parts", action="store_true",
+                        help='also "full", and "full" with its reads or its whole state read made free')
     parser.add_argument("--count-calls", action="store_true", help="also count the calls a step makes (Python 3.12+)")
     parser.add_argument("--hook-times", action="store_true",
                         help="also time the observer's hooks in place: µs per step in each, torch's method left out")
@@ -213,12 +240,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import cgviz
 
-    more = {"unreached": unreached, "installed": installed, "idle_observer": idle_observer}
+    more = {"unreached": unreached, "installed": installed, "idle_observer": idle_observer,
+            "full_no_reads": functools.partial(full_without, "reads"),
+            "full_const_state": functools.partial(full_without, "state")}
+    parts = PARTS + (FULL_PARTS if args.full_parts else ())
     runs, warm, train = training_variants(args.chunk, more)
-    runs = {name: runs[name] for name in ("no_observer", *PARTS)}
+    runs = {name: runs[name] for name in ("no_observer", *parts)}
     warm()
     samples = interleaved(runs, args.rounds, args.seconds)
-    figures = summary(samples, {f"{name}_vs_no_observer": (name, "no_observer") for name in PARTS})
+    figures = summary(samples, {f"{name}_vs_no_observer": (name, "no_observer") for name in parts})
     result = {"benchmark": "observer_parts", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "python": platform.python_version(), "steps_per_round": args.chunk,
               "rounds": len(samples["no_observer"]), "ms_per_step": figures}

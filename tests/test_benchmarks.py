@@ -174,6 +174,27 @@ def test_observer_parts_refuses_what_it_cannot_do(tmp_path):
     assert no_gpu.returncode == 2 and "needs a CUDA device" in no_gpu.stderr
 
 
+def test_observer_parts_makes_one_part_of_full_free_inside_an_observation_and_puts_it_back():
+    """--full-parts' variants observe at "full" with the outputs' reads made free (every output
+    taken as dead), or the whole state read (a constant); each puts the part back at its end."""
+    from tree_standins import CUDAGraphNode, Manager, liveness, snapshots
+
+    from cgviz.observe import _hooks
+
+    full_without = benchmark("observer_parts").full_without
+    node = CUDAGraphNode("a")
+    manager = Manager({"f": [node]}, current=node)
+    tree = snapshots({}, manager)
+    assert liveness(tree, manager) == [True]  # its output is held
+    with full_without("reads"):
+        assert [observer.level for observer in _hooks.ACTIVE] == ["full"]
+        assert liveness(tree, manager) == [False]
+    assert liveness(tree, manager) == [True] and not _hooks.ACTIVE
+    with full_without("state"):
+        assert tree.state(manager, set()) == ("steady",)
+    assert tree.state(manager, set())[3] == (id(node), (0,))
+
+
 def test_resnet_levels_times_making_the_noted_events_into_steps():
     """A training chunk's time counts the making of the events the observer noted into steps,
     which a long run pays every few thousand events: caught_up() makes every active observer's
