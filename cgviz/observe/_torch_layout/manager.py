@@ -306,8 +306,8 @@ class CachedStorages:
         self.cdata: list[Optional[int]] = [None] * self.length  # each read at its output's first need
 
     def storage(self, refs: Any, i: int) -> int:
-        """Output i's storage, read from its wrapper once: a copy of the int, so that a later
-        read touches none of torch's objects (`live_outputs` inlines the kept case)."""
+        """Output i's storage, read from its wrapper and kept: a copy of the int, so that a later
+        read touches none of torch's objects (`live_outputs` reads the kept one itself)."""
         cdata = self.cdata[i] = refs[i].ref.cdata + 0
         return cdata
 
@@ -356,9 +356,8 @@ def live_outputs(node: Any, dead: FoundDead) -> list[int]:
             else:  # through 2.14: held once more than the cache is expired only where that is C++
                 # (a tensor C++ holds is held 3 times, as check_refcount asserts: at 2 it is not asked)
                 expired = held == 2 or cached[i]._use_count() > 1
-            if expired:
-                cdata = kept[i]
-                expired = use_count(storages.storage(refs, i) if cdata is None else cdata) == 2
+            if expired:  # the storage kept (an address: never 0), else read from the wrapper now
+                expired = use_count(kept[i] or storages.storage(refs, i)) == 2
         else:
             ref = refs[i]
             if ref is None:
