@@ -5,17 +5,20 @@ profiler run outside the process says where, without changing the code it measur
 the resnet18 training loop of `resnet_levels.py` at one observer level for a while (its steady
 steps inside `steady_steps`, which the samples are picked by); `share` reads what py-spy sampled
 (its raw format: one stack a line, its frames joined by ';', then the count) and prints, as JSON,
-the share of the steady steps' samples whose innermost frame is cgviz's code, by function and by
-line. Time in C that cgviz's code calls counts as cgviz's (py-spy gives it the calling line); time
-torch's code loses to what cgviz's work evicted from the caches does not.
+cgviz's share of the steady steps: the samples whose innermost frame is cgviz's code, by function
+and by line, against the main thread's steady samples. Time in C that cgviz's code calls counts
+as cgviz's (py-spy gives it the calling line); time torch's code loses to what cgviz's work
+evicted from the caches does not.
 
-Only the main thread's samples are counted: a compiled backward's Python (torch's replay of its
-graph, and cgviz's hooks on it) runs on autograd's device thread, whose stacks carry no mark of a
-steady step, while the main thread waits in torch's engine. Without py-spy's `--idle` that wait
-is not sampled, so the share is of the main thread's busy time; with `--idle`, of the wall time.
+A compiled backward's Python (torch's replay of its graph, and cgviz's hooks on it) runs on
+autograd's device thread while the main thread waits in torch's engine. Its stacks carry no mark
+of a steady step: a sample under autograd's call of the backward counts as a steady step's unless
+it is of a call torch warms up or records, or a function's first (NOT_STEADY). Sample with
+`--idle`: the main thread's wait is then sampled too, and the share is of the steps' wall time
+(without it, of the main thread's busy time, which leaves the wait out).
 
 usage (py-spy is not a dependency of cgviz):
-  py-spy record --rate 2000 --format raw --nonblocking -o full.txt -- \\
+  py-spy record --idle --rate 2000 --format raw --nonblocking -o full.txt -- \\
       python benchmarks/step_profile.py loop full --seconds 15
   python benchmarks/step_profile.py share full.txt [events.txt ...] [--top N] [--out PATH]
 
@@ -36,6 +39,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from _stats import emit  # noqa: E402
 
 STEADY = "steady_steps"  # the function whose frames mark a steady step's samples
+BACKWARD = "BackwardCFunction.apply ("  # autograd calling a compiled backward, on its device thread
+NOT_STEADY = ("run_eager (", "record_function (", "add_function (")  # torch warming up, recording, a first call
 LEVELS = ("none", "events", "full")
 
 
@@ -94,11 +99,15 @@ def cgviz_frame(frame: str) -> bool:
 
 def share(lines: Iterable[str], top: int = 15) -> dict:
     """The steady steps' samples and the share of them spent in cgviz's own code (percent)."""
-    total, by_line = 0, collections.Counter()
+    total, backward, by_line = 0, 0, collections.Counter()
     for frames, count in stacks(lines):
-        if not any(STEADY + " (" in frame for frame in frames):
+        if any(STEADY + " (" in frame for frame in frames):
+            total += count
+        elif any(BACKWARD in frame for frame in frames) and not any(
+                marker in frame for frame in frames for marker in NOT_STEADY):
+            backward += count
+        else:
             continue
-        total += count
         if cgviz_frame(frames[-1]):
             by_line[frames[-1]] += count
     if not total:
@@ -110,7 +119,8 @@ def share(lines: Iterable[str], top: int = 15) -> dict:
     def percent(counter: collections.Counter) -> dict[str, float]:
         return {name: round(100 * n / total, 2) for name, n in counter.most_common(top)}
 
-    return {"steady_samples": total, "cgviz_percent": round(100 * sum(by_line.values()) / total, 2),
+    return {"steady_samples": total, "backward_thread_samples": backward,
+            "cgviz_percent": round(100 * sum(by_line.values()) / total, 2),
             "by_function": percent(by_function), "by_line": percent(by_line)}
 
 

@@ -276,11 +276,17 @@ def test_observer_parts_times_each_hook_in_place_and_puts_torchs_class_back(monk
 def test_step_profile_share_counts_cgviz_s_own_samples_of_the_steady_steps(tmp_path):
     """`step_profile.py share` reads py-spy's raw stacks: only a steady step's samples count, and
     of them those whose innermost frame is cgviz's (a call into torch from cgviz's hook is
-    torch's), by function and by line."""
+    torch's), by function and by line, against the main thread's steady samples. The backward's
+    samples on autograd's device thread count too, but those of a call torch warms up."""
     raw = tmp_path / "full.txt"
     loop = "<module> (step_profile.py:150);main (step_profile.py:128);loop (step_profile.py:60);steady_steps (step_profile.py:41)"
     hook = "execute_node (cgviz/observe/_hooks.py:163)"
+    backward = "thread (7);BackwardCFunction.apply (torch/autograd/function.py:317);run (cgviz/observe/_hooks.py:114)"
     raw.write_text("\n".join([
+        f"{backward};watch_call (cgviz/observe/observer.py:285) 8",
+        f"{backward};CUDAGraphNode.check_invariants (torch/_inductor/cudagraph_trees.py:1790) 30",
+        f"{backward};CUDAGraphTreeManager.run_eager (torch/_inductor/cudagraph_trees.py:2400);"
+        "warmed_up (cgviz/observe/observer.py:200) 50",  # torch warming the backward up: not a steady step
         f"{loop};train (resnet_levels.py:105);_engine_run_backward (torch/autograd/graph.py:841) 70",
         f"{loop};train (resnet_levels.py:104);{hook};replayed (cgviz/observe/replay_loop.py:82) 12",
         f"{loop};train (resnet_levels.py:104);{hook};replayed (cgviz/observe/replay_loop.py:85) 3",
@@ -296,12 +302,12 @@ def test_step_profile_share_counts_cgviz_s_own_samples_of_the_steady_steps(tmp_p
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)["full.txt"]
     assert result == json.loads(out.read_text())["full.txt"]
-    assert result["steady_samples"] == 100
-    assert result["cgviz_percent"] == 20.0
+    assert result["steady_samples"] == 100 and result["backward_thread_samples"] == 38
+    assert result["cgviz_percent"] == 28.0
     assert result["by_function"] == {"replayed (cgviz/observe/replay_loop.py)": 15.0,
-                                     "execute_node (cgviz/observe/_hooks.py)": 5.0}
+                                     "watch_call (cgviz/observe/observer.py)": 8.0}
     assert result["by_line"] == {"replayed (cgviz/observe/replay_loop.py:82)": 12.0,
-                                 "execute_node (cgviz/observe/_hooks.py:163)": 5.0}
+                                 "watch_call (cgviz/observe/observer.py:285)": 8.0}
 
 
 def test_step_profile_refuses_what_it_cannot_do(tmp_path):
