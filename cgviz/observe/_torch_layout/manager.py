@@ -297,13 +297,12 @@ class CachedStorages:
     reference tells, and holds nothing) and an output's place is not None, the int kept is
     torch's wrapper's own, which keeps it valid."""
 
-    __slots__ = ("length", "at", "first", "cdata")
+    __slots__ = ("at", "first", "cdata")
 
     def __init__(self, cached: Any) -> None:
-        self.length = len(cached)
         self.at = next((i for i, tensor in enumerate(cached) if tensor is not None), -1)
         self.first = None if self.at < 0 else weakref.ref(cached[self.at])
-        self.cdata: list[Optional[int]] = [None] * self.length  # each read at its output's first need
+        self.cdata: list[Optional[int]] = [None] * len(cached)  # each read at its output's first need
 
     def storage(self, refs: Any, i: int) -> int:
         """Output i's storage, read from its wrapper and kept: a copy of the int, so that a later
@@ -313,7 +312,7 @@ class CachedStorages:
 
     def current(self, cached: Any) -> bool:
         """Does the node still keep the cached tensors these storages were read with?"""
-        return len(cached) == self.length and self.first is not None and self.first() is cached[self.at]
+        return len(cached) == len(self.cdata) and self.first is not None and self.first() is cached[self.at]
 
 
 def live_outputs(node: Any, dead: FoundDead) -> list[int]:
